@@ -1,0 +1,37 @@
+"""Errors users can act on. Raised deep, turned into one line and an exit code at the CLI edge."""
+
+from __future__ import annotations
+
+
+class RlprobeError(Exception):
+    """Base class: the message is one readable line saying what is wrong and what to do."""
+
+    exit_code = 2
+
+
+class RecordingNotFound(RlprobeError):
+    """The path does not exist."""
+
+
+class NotARecording(RlprobeError):
+    """The path exists but holds no rlprobe recording (and no runs below it)."""
+
+
+class SchemaTooNew(RlprobeError):
+    """The recording was written by a newer rlprobe than this one."""
+
+
+class CorruptRecording(RlprobeError):
+    """A file of the recording cannot be parsed (for example a manifest that is not JSON)."""
+
+
+class NoStepsYet(RlprobeError):
+    """The recording exists but holds no steps yet."""
+
+
+class QueryError(RlprobeError):
+    """The SQL a user gave could not be run."""
+
+
+class ToolMissing(RlprobeError):
+    """An external program (such as the duckdb CLI) is not installed."""

@@ -1,0 +1,149 @@
+"""Turn whatever a training loop logged into rows of the recording format, field by field.
+
+Runs on the writer thread. A bad field is dropped and reported, the rest of the record is
+kept: one malformed metric must not cost the whole step. NaN and inf are values (a NaN loss is
+evidence), so they are kept as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Mapping
+
+from rlprobe.schemas import (
+    EXTRA_PREFIX,
+    REWARD_COMPONENT_PREFIX,
+    SAMPLE_COLUMN_TYPES,
+    STEP_FLOAT_FIELDS,
+    SampleRecord,
+)
+
+_STEP_FLOATS = frozenset(STEP_FLOAT_FIELDS)
+_SAMPLE_TEXT = frozenset({"prompt_text", "completion_text", "sample_id", "group_id", "capture_reason"})
+_SAMPLE_FLOATS = frozenset(k for k, t in SAMPLE_COLUMN_TYPES.items() if t == "DOUBLE")
+
+
+class BadValue(ValueError):
+    """A value that cannot be stored in the field it was logged under."""
+
+
+def to_float(value: Any) -> float:
+    """Coerce a number-like value (python, numpy, torch scalar, numeric string) to float."""
+    if isinstance(value, float):
+        return value
+    if isinstance(value, (int, bool)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise BadValue(f"not a number: {value[:40]!r}") from None
+    if isinstance(value, (list, tuple, dict, set)):
+        raise BadValue(f"expected a number, got a {type(value).__name__}")
+    try:
+        return float(value)  # numpy scalars, 0-d tensors, Decimal, ...
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise BadValue(f"expected a number, got {type(value).__name__}") from exc
+
+
+def to_int(value: Any) -> int:
+    """Coerce an integral number-like value to int; 3.0 is fine, 3.5 and NaN are not."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    number = to_float(value)
+    if not math.isfinite(number) or number != int(number):
+        raise BadValue(f"expected an integer, got {value!r}")
+    return int(number)
+
+
+def _float_list(value: Any) -> list[float]:
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+        raise BadValue(f"expected a list of numbers, got {type(value).__name__}")
+    return [to_float(v) for v in value]
+
+
+def _put_dict(row: dict[str, Any], prefix: str, name: str, value: Any, problems: list[str]) -> None:
+    if not isinstance(value, Mapping):
+        problems.append(f"{name}: expected a dict of numbers, got {type(value).__name__}")
+        return
+    for key, item in value.items():
+        if item is None:
+            continue
+        try:
+            row[prefix + str(key)] = to_float(item)
+        except BadValue as exc:
+            problems.append(f"{name}[{key!r}]: {exc}")
+
+
+def step_row(step: Any, metrics: Mapping[str, Any], wall_time: float) -> tuple[dict[str, Any] | None, list[str]]:
+    """Flattened parquet row for one log_step call, and the problems found (row None if unusable)."""
+    problems: list[str] = []
+    try:
+        row: dict[str, Any] = {"step": to_int(step)}
+    except BadValue as exc:
+        return None, [f"step: {exc}"]
+    row["wall_time"] = wall_time
+    for name, value in metrics.items():
+        if value is None:
+            continue
+        try:
+            if name in _STEP_FLOATS:
+                row[name] = to_float(value)
+            elif name == "kl_positional":
+                row[name] = _float_list(value)
+            elif name == "reward_components":
+                _put_dict(row, REWARD_COMPONENT_PREFIX, name, value, problems)
+            elif name == "extra":
+                _put_dict(row, EXTRA_PREFIX, name, value, problems)
+            elif name.startswith((REWARD_COMPONENT_PREFIX, EXTRA_PREFIX)):
+                row[name] = to_float(value)
+            elif name == "step":
+                problems.append("step: given twice")
+            else:
+                row[EXTRA_PREFIX + name] = to_float(value)
+        except BadValue as exc:
+            problems.append(f"{name}: {exc}")
+    return row, problems
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    # Conversational prompts arrive as message lists; keep them readable rather than drop them.
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def sample_row(sample: Any, step: int, rank: int) -> tuple[dict[str, Any] | None, list[str]]:
+    """Flattened parquet row for one sample (dict or SampleRecord) and the problems found."""
+    if isinstance(sample, SampleRecord):
+        sample = sample.model_dump(exclude_none=True)
+    if not isinstance(sample, Mapping):
+        return None, [f"sample: expected a dict or SampleRecord, got {type(sample).__name__}"]
+    problems: list[str] = []
+    row: dict[str, Any] = {"step": step, "rank": rank}
+    for name, value in sample.items():
+        if value is None or name in ("step", "rank"):
+            continue
+        try:
+            if name in _SAMPLE_TEXT:
+                row[name] = _text(value)
+            elif name in _SAMPLE_FLOATS:
+                row[name] = to_float(value)
+            elif name == "completion_len":
+                row[name] = to_int(value)
+            elif name == "truncated":
+                row[name] = bool(value)
+            elif name == "completion_token_ids":
+                row[name] = [to_int(v) for v in value]
+            elif name == "reward_components":
+                _put_dict(row, REWARD_COMPONENT_PREFIX, name, value, problems)
+            elif name == "extra":
+                _put_dict(row, EXTRA_PREFIX, name, value, problems)
+            elif name.startswith((REWARD_COMPONENT_PREFIX, EXTRA_PREFIX)):
+                row[name] = to_float(value)
+            else:
+                row[EXTRA_PREFIX + name] = to_float(value)
+        except (BadValue, TypeError) as exc:
+            problems.append(f"{name}: {exc}")
+    return row, problems

@@ -1,0 +1,86 @@
+"""Exit paths: atexit, sys.excepthook and SIGTERM, each flushing the recorder then chaining."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlprobe.record.recorder import Recorder
+
+
+class InstalledHandlers:
+    """What install() put in place, so close() can take it out again."""
+
+    def __init__(self, recorder: "Recorder") -> None:
+        self._recorder = weakref.ref(recorder)
+        self._previous_hook = sys.excepthook
+        self._previous_sigterm: Any = None
+        self._sigterm_installed = False
+        self._installed = True
+        atexit.register(self._at_exit)
+        sys.excepthook = self._excepthook
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self._previous_sigterm = signal.getsignal(signal.SIGTERM)
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+                self._sigterm_installed = True
+            except (ValueError, OSError):
+                pass  # embedded interpreters may refuse; the other paths still cover us
+
+    def _at_exit(self) -> None:
+        recorder = self._recorder()
+        if recorder is not None:
+            recorder.close()
+
+    def _excepthook(self, exc_type: Any, exc: BaseException, tb: Any) -> None:
+        recorder = self._recorder()
+        if recorder is not None and not issubclass(exc_type, KeyboardInterrupt):
+            try:
+                recorder.record_crash(exc_type, exc, tb)
+                recorder.close()
+            except Exception:
+                pass
+        self._previous_hook(exc_type, exc, tb)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        recorder = self._recorder()
+        if recorder is not None:
+            try:
+                recorder.log_event("sigterm", message="SIGTERM received; flushing")
+                recorder.close()
+            except Exception:
+                pass
+        previous = self._previous_sigterm
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL or previous is None:
+            # Die the way SIGTERM would have killed us, so the parent sees the same status.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        # SIG_IGN: the process chose to ignore SIGTERM; keep ignoring it.
+
+    def uninstall(self) -> None:
+        """Restore the hooks that were there before, where nobody replaced ours since."""
+        if not self._installed:
+            return
+        self._installed = False
+        atexit.unregister(self._at_exit)
+        if sys.excepthook == self._excepthook:
+            sys.excepthook = self._previous_hook
+        if self._sigterm_installed and threading.current_thread() is threading.main_thread():
+            try:
+                if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                    signal.signal(signal.SIGTERM, self._previous_sigterm)
+            except (ValueError, OSError, TypeError):
+                pass
+
+
+def install(recorder: "Recorder") -> InstalledHandlers:
+    """Install atexit, excepthook and SIGTERM handlers for recorder."""
+    return InstalledHandlers(recorder)

@@ -1,0 +1,276 @@
+"""Recorder: the training loop's side. Calls only enqueue; a daemon thread does all the work.
+
+The hot path (log_step) is a length check and a deque append, so it costs about as much as
+building the kwargs dict the caller already built. Validation, sampling, serialization and IO
+all happen on the writer thread, which never lets an exception escape: a bad value becomes a
+``bad_record`` event, a failed write is counted, retried and reported, and training goes on.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from rlprobe.record import handlers
+from rlprobe.record.coerce import sample_row, step_row
+from rlprobe.record.environment import capture_env as _capture_env
+from rlprobe.record.sampling import SamplingConfig, select
+from rlprobe.record.writer import RunWriter, prewarm_parquet
+from rlprobe.schemas import Event, RunManifest
+
+_STEP, _SAMPLES, _FLUSH, _STOP = range(4)
+_POLL_S = 0.05  # how often the writer thread drains the queue when nobody wakes it
+_CLOSE_TIMEOUT_S = 30.0
+
+
+class Recorder:
+    """Record one training run into ``run_dir`` (see docs/api.md for every argument)."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        algorithm: str | None = None,
+        run_id: str | None = None,
+        model_name: str | None = None,
+        trainer_config: Mapping[str, Any] | None = None,
+        world_size: int = 1,
+        rank: int = 0,
+        capture_env: bool = True,
+        sampling: SamplingConfig | None = None,
+        queue_size: int = 8192,
+        flush_interval_s: float = 5.0,
+        steps_per_flush: int = 200,
+        install_handlers: bool = True,
+        record_all_ranks: bool = False,
+    ) -> None:
+        self.rank = rank
+        self.active = rank == 0 or record_all_ranks
+        self._dropped = 0
+        self._closed = not self.active
+        if not self.active:
+            return  # inert: nothing written, no thread, no handlers, every method a no-op
+        if queue_size < 1 or steps_per_flush < 1 or flush_interval_s <= 0:
+            raise ValueError("queue_size and steps_per_flush must be >= 1 and flush_interval_s > 0")
+        root = Path(run_dir)
+        self.run_dir = root if rank == 0 else root / f"rank-{rank:03d}"
+        manifest_kwargs: dict[str, Any] = {
+            "algorithm": algorithm,
+            "model_name": model_name,
+            "world_size": world_size,
+            "trainer_config": dict(trainer_config or {}),
+            "environment": _capture_env() if capture_env else {},
+        }
+        if run_id is not None:
+            manifest_kwargs["run_id"] = run_id
+        self._writer = RunWriter(self.run_dir, RunManifest(**manifest_kwargs), rank=rank)
+        self.run_id = self._writer.manifest.run_id
+        self.sampling = sampling or SamplingConfig()
+        self._rng = random.Random(self.sampling.seed)
+        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._queue_size = queue_size
+        self._flush_interval_s = flush_interval_s
+        self._steps_per_flush = steps_per_flush
+        self._wake = threading.Event()
+        self._close_lock = threading.Lock()
+        self._pending_steps: list[dict[str, Any]] = []
+        self._pending_samples: list[dict[str, Any]] = []
+        self._samples_logged = 0
+        self._reported_drops = 0
+        self._last_flush = time.monotonic()
+        self.write_failures = 0
+        self.last_write_error: str | None = None
+        self.log_event("recorder_open", message="resumed" if self._writer.resumed else "", pid=os.getpid())
+        self._thread = threading.Thread(target=self._run, name=f"rlprobe-writer-{self.run_id}", daemon=True)
+        self._thread.start()
+        self._handlers = handlers.install(self) if install_handlers else None
+
+    # -- the training loop's API ----------------------------------------------------------
+    def log_step(self, step: int, **metrics: Any) -> None:
+        """Record per-step scalars. Never blocks and never raises on bad values."""
+        if self._closed:
+            return
+        if len(self._queue) < self._queue_size:
+            self._queue.append((_STEP, step, metrics, time.time()))
+        else:
+            self._dropped += 1
+
+    def log_samples(self, step: int, samples: Iterable[Any], select: bool = True) -> None:
+        """Record per-sample forensics; the recorder takes ownership of the dicts."""
+        if self._closed:
+            return
+        if len(self._queue) < self._queue_size:
+            self._queue.append((_SAMPLES, step, samples, select))
+        else:
+            self._dropped += 1
+
+    def log_event(self, kind: str, step: int | None = None, message: str = "", **data: Any) -> None:
+        """Record a sparse event, written to disk immediately; never raises."""
+        if not self.active:
+            return
+        try:
+            event = Event(kind=str(kind), step=step, rank=self.rank, message=str(message), data=data)
+        except Exception as exc:  # e.g. a step that is not an int
+            event = Event(kind="bad_record", rank=self.rank, message=f"event {kind!r}: {exc}")
+        try:
+            self._writer.append_event(event)
+        except OSError as exc:
+            self.write_failures += 1
+            self.last_write_error = f"events.jsonl: {exc}"
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Persist everything logged so far; True when it is on disk within timeout."""
+        if self._closed or not self._thread.is_alive():
+            return not self.active or self._closed
+        done = threading.Event()
+        self._queue.append((_FLUSH, done))  # control items are never dropped
+        self._wake.set()
+        return done.wait(timeout) and self.last_write_error is None
+
+    def close(self) -> None:
+        """Drain, flush and compact part files into steps.parquet. Idempotent."""
+        if not self.active:
+            return
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.append((_STOP,))
+            self._wake.set()
+            if self._thread is not threading.current_thread():
+                self._thread.join(_CLOSE_TIMEOUT_S)
+            if self._thread.is_alive():
+                self.log_event("recorder_close", message="writer thread did not finish in time; parts left uncompacted")
+            else:
+                try:
+                    self._writer.compact()
+                except OSError as exc:
+                    # Parts stay readable; a later close() or resume compacts them.
+                    self.write_failures += 1
+                    self.last_write_error = f"compaction: {exc}"
+                self.log_event(
+                    "recorder_close",
+                    dropped=self._dropped,
+                    write_failures=self.write_failures,
+                    last_write_error=self.last_write_error,
+                )
+            if self._handlers is not None:
+                self._handlers.uninstall()
+
+    @property
+    def dropped(self) -> int:
+        """Records dropped because the queue was full (or writes kept failing)."""
+        return self._dropped
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            self.record_crash(exc_type, exc, tb)
+        self.close()
+
+    def record_crash(self, exc_type: Any, exc: BaseException, tb: Any) -> None:
+        """Write a crash event with the traceback (used by the exit handlers)."""
+        text = "".join(traceback.format_exception(exc_type, exc, tb))
+        self.log_event("crash", message=f"{exc_type.__name__}: {exc}", traceback=text)
+
+    # -- the writer thread ----------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            prewarm_parquet()
+        except Exception:
+            pass
+        stopping = False
+        while not stopping:
+            self._wake.wait(_POLL_S)
+            self._wake.clear()
+            waiters: list[threading.Event] = []
+            while self._queue:
+                item = self._queue.popleft()
+                kind = item[0]
+                if kind == _STEP:
+                    self._accept_step(*item[1:])
+                elif kind == _SAMPLES:
+                    self._accept_samples(*item[1:])
+                elif kind == _FLUSH:
+                    waiters.append(item[1])
+                else:
+                    stopping = True
+                if len(self._pending_steps) >= self._steps_per_flush:
+                    self._persist()
+            due = time.monotonic() - self._last_flush >= self._flush_interval_s
+            if waiters or stopping or due:
+                self._persist()
+            for done in waiters:
+                done.set()
+
+    def _accept_step(self, step: Any, metrics: Mapping[str, Any], wall_time: float) -> None:
+        try:
+            row, problems = step_row(step, metrics, wall_time)
+        except Exception as exc:  # a metrics object so odd that even inspecting it fails
+            row, problems = None, [f"{type(exc).__name__}: {exc}"]
+        if problems:
+            self._bad_record("step", step, problems)
+        if row is not None:
+            self._pending_steps.append(row)
+
+    def _accept_samples(self, step: Any, samples: Iterable[Any], do_select: bool) -> None:
+        try:
+            samples = list(samples)
+            picks = select(samples, self.sampling, self._rng) if do_select else [(i, "all") for i in range(len(samples))]
+            step = int(step)
+        except Exception as exc:
+            self._bad_record("samples", step, [f"{type(exc).__name__}: {exc}"])
+            return
+        problems: list[str] = []
+        for index, reason in picks:
+            row, row_problems = sample_row(samples[index], step, self.rank)
+            problems += row_problems
+            if row is None:
+                continue
+            row.setdefault("sample_id", f"{step}-{self.rank}-{self._samples_logged + index}")
+            row["capture_reason"] = reason
+            self._pending_samples.append(row)
+        self._samples_logged += len(samples)
+        if problems:
+            self._bad_record("samples", step, problems)
+
+    def _bad_record(self, what: str, step: Any, problems: list[str]) -> None:
+        step_int = step if isinstance(step, int) and not isinstance(step, bool) else None
+        self.log_event("bad_record", step=step_int, message=f"{what}: " + "; ".join(problems[:10]), problems=problems[:50])
+
+    def _persist(self) -> None:
+        """Write pending steps and samples; on failure keep them (bounded) for the next try."""
+        self._last_flush = time.monotonic()
+        if self._dropped > self._reported_drops:
+            self.log_event("recorder_drops", message=f"{self._dropped - self._reported_drops} records dropped: queue full", total=self._dropped)
+            self._reported_drops = self._dropped
+        ok = True
+        if self._pending_steps:
+            ok &= self._try_write(self._writer.write_steps, "_pending_steps")
+        if self._pending_samples:
+            ok &= self._try_write(self._writer.write_samples, "_pending_samples")
+        if ok:
+            self.last_write_error = None
+
+    def _try_write(self, write: Any, attr: str) -> bool:
+        rows = getattr(self, attr)
+        try:
+            write(rows)
+        except Exception as exc:  # ENOSPC, EIO, a permissions change: training must go on
+            self.write_failures += 1
+            self.last_write_error = f"{type(exc).__name__}: {exc}"
+            self.log_event("write_failed", message=self.last_write_error, rows_pending=len(rows))
+            overflow = len(rows) - self._queue_size
+            if overflow > 0:  # a disk that stays full must not grow memory without bound
+                del rows[:overflow]
+                self._dropped += overflow
+            return False
+        setattr(self, attr, [])
+        return True

@@ -1,0 +1,218 @@
+"""RunWriter: the synchronous writer of one run directory. The Recorder wraps it in a thread.
+
+Every file a reader can match by name is complete: data goes to a hidden temp name first and is
+renamed into place (rename is atomic on POSIX), so a crash or a full disk mid-write never leaves
+a torn file where a reader would find it. Recordings are only ever added to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rlprobe.jsonsafe import json_safe
+from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES, Event, RunManifest
+
+SAMPLES_PER_SHARD = 4096
+PARQUET_COMPRESSION = "zstd"
+
+_ARROW_TYPES = {
+    "BIGINT": pa.int64(),
+    "DOUBLE": pa.float64(),
+    "VARCHAR": pa.string(),
+    "BOOLEAN": pa.bool_(),
+    "BIGINT[]": pa.list_(pa.int64()),
+    "DOUBLE[]": pa.list_(pa.float64()),
+}
+_PART_RE = re.compile(r"^part-(\d+)\.parquet$")
+_SHARD_RE = re.compile(r"^shard-(\d+)\.parquet$")
+
+
+def _table(rows: list[dict[str, Any]], fixed_types: dict[str, str]) -> pa.Table:
+    """Arrow table of the columns present in rows; known columns get their contract type."""
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    ordered = [c for c in fixed_types if c in names] + sorted(c for c in names if c not in fixed_types)
+    arrays = []
+    for name in ordered:
+        arrow_type = _ARROW_TYPES[fixed_types.get(name, "DOUBLE")]
+        arrays.append(pa.array([row.get(name) for row in rows], type=arrow_type))
+    return pa.Table.from_arrays(arrays, names=ordered)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write data to path via a hidden temp file and a rename."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_table(path: Path, table: pa.Table) -> None:
+    """Write a parquet file via a hidden temp file and a rename; never leaves a torn file."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        pq.write_table(table, tmp, compression=PARQUET_COMPRESSION)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def prewarm_parquet() -> None:
+    """Write one tiny parquet file to memory so codec initialisation is paid before it matters."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"step": pa.array([0], pa.int64())}), sink, compression=PARQUET_COMPRESSION)
+
+
+class RunWriter:
+    """Writes one run directory: manifest, step parts, sample shards, events, compaction."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], manifest: RunManifest, rank: int = 0) -> None:
+        self.run_dir = Path(run_dir)
+        self.rank = rank
+        self.steps_dir = self.run_dir / "steps"
+        self.samples_dir = self.run_dir / "samples"
+        self.events_path = self.run_dir / "events.jsonl"
+        self._events_lock = threading.Lock()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.resumed = (self.run_dir / "manifest.json").exists()
+        if self.resumed:
+            self.manifest = self._load_own_manifest(manifest)
+            self._reopen_compacted()
+        else:
+            self.manifest = manifest
+            atomic_write_bytes(self.run_dir / "manifest.json", manifest.model_dump_json(indent=2).encode())
+        self._next_part = self._next_index(self.steps_dir, _PART_RE)
+        self._shard_index = self._next_index(self.samples_dir, _SHARD_RE)
+        self._shard_rows: list[dict[str, Any]] = []
+
+    # -- set-up -------------------------------------------------------------------------
+    def _load_own_manifest(self, fallback: RunManifest) -> RunManifest:
+        try:
+            return RunManifest.model_validate_json((self.run_dir / "manifest.json").read_bytes())
+        except (ValueError, OSError):
+            # Keep the unreadable original untouched; record under the new manifest's identity.
+            return fallback
+
+    def _reopen_compacted(self) -> None:
+        """Resuming a closed recording: its steps.parquet becomes the first part again.
+
+        The compacted file would otherwise hide every new part from readers. A rename keeps
+        the bytes as they are; close() compacts everything once more.
+        """
+        compacted = self.run_dir / "steps.parquet"
+        if compacted.exists():
+            self.steps_dir.mkdir(exist_ok=True)
+            index = self._next_index(self.steps_dir, _PART_RE)
+            os.replace(compacted, self.steps_dir / f"part-{index:06d}.parquet")
+
+    @staticmethod
+    def _next_index(folder: Path, pattern: re.Pattern[str]) -> int:
+        if not folder.is_dir():
+            return 0
+        found = [int(m.group(1)) for p in folder.iterdir() if (m := pattern.match(p.name))]
+        return max(found, default=-1) + 1
+
+    # -- writing ------------------------------------------------------------------------
+    def write_steps(self, rows: list[dict[str, Any]]) -> Path:
+        """Write rows as the next immutable part file."""
+        self.steps_dir.mkdir(exist_ok=True)
+        path = self.steps_dir / f"part-{self._next_part:06d}.parquet"
+        atomic_write_table(path, _table(rows, STEP_COLUMN_TYPES))
+        self._next_part += 1
+        return path
+
+    def write_samples(self, rows: list[dict[str, Any]]) -> None:
+        """Add rows to the sample shards; the open shard is rewritten whole, atomically."""
+        self.samples_dir.mkdir(exist_ok=True)
+        pending = self._shard_rows + rows
+        while pending:
+            shard, pending = pending[:SAMPLES_PER_SHARD], pending[SAMPLES_PER_SHARD:]
+            atomic_write_table(self.samples_dir / f"shard-{self._shard_index:05d}.parquet", _table(shard, SAMPLE_COLUMN_TYPES))
+            if len(shard) == SAMPLES_PER_SHARD:
+                self._shard_index += 1
+                self._shard_rows = []
+            else:
+                self._shard_rows = shard
+
+    def append_event(self, event: Event) -> None:
+        """Append one event line and push it to the OS at once (events must survive crashes)."""
+        record = json_safe(event.model_dump())
+        line = json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+        with self._events_lock, open(self.events_path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+
+    def compact(self) -> Path | None:
+        """Merge all part files into steps.parquet (last write of a step wins), then drop them.
+
+        Readable at every instant: before the rename readers see the parts, after it the
+        compacted file wins over any part still present. Idempotent.
+        """
+        parts = self._parts()
+        compacted = self.run_dir / "steps.parquet"
+        if not parts:
+            return compacted if compacted.exists() else None
+        tables = [pq.read_table(p) for p in parts]
+        table = pa.concat_tables(tables, promote_options="permissive")
+        table = self._last_write_wins(table)
+        atomic_write_table(compacted, table)
+        _fsync_dir(self.run_dir)
+        for part in parts:
+            part.unlink(missing_ok=True)
+        try:
+            self.steps_dir.rmdir()
+        except OSError:
+            pass
+        return compacted
+
+    def _parts(self) -> list[Path]:
+        if not self.steps_dir.is_dir():
+            return []
+        return sorted(p for p in self.steps_dir.iterdir() if _PART_RE.match(p.name))
+
+    @staticmethod
+    def _last_write_wins(table: pa.Table) -> pa.Table:
+        """One row per step, the one written last, ordered by step."""
+        steps = table.column("step").to_pylist()
+        last: dict[int, int] = {}
+        for i, s in enumerate(steps):
+            last[s] = i
+        keep = [last[s] for s in sorted(last)]
+        return table.take(pa.array(keep, pa.int64()))
+
+
+def iter_part_files(run_dir: Path) -> Iterable[Path]:
+    """Part files of a run, in write order (used by tests and tools that inspect layout)."""
+    steps_dir = Path(run_dir) / "steps"
+    if steps_dir.is_dir():
+        yield from sorted(p for p in steps_dir.iterdir() if _PART_RE.match(p.name))

@@ -1,0 +1,176 @@
+"""The DuckDB engine: open a run or a runs root, create the versioned views, run queries.
+
+The views are the SQL files under sql/ run in dependency order, after one line that binds the
+root path. The same text is what `rlprobe sql` prints, so a plain DuckDB session gets exactly
+the views rlprobe itself queries.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import duckdb
+
+from rlprobe import __version__
+from rlprobe.errors import CorruptRecording, NotARecording, QueryError, RecordingNotFound, SchemaTooNew
+from rlprobe.schemas import SCHEMA_VERSION
+from rlprobe.store import sqlfiles, versions
+
+_RECORDING_FILES = ("manifest.json", "steps.parquet", "steps", "events.jsonl", "samples")
+_TRANSIENT_RETRIES = 3  # a compaction may delete a part between DuckDB's glob and its read
+
+
+@dataclass
+class Target:
+    """What a user pointed at: one run directory or a runs root."""
+
+    path: Path
+    kind: str  # "run" or "root"
+
+
+@dataclass
+class Store:
+    """An open DuckDB connection with the views over one target, and what it noticed."""
+
+    con: duckdb.DuckDBPyConnection
+    target: Target
+    warnings: list[str] = field(default_factory=list)
+
+    def table(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        """Run sql over the views and return a pyarrow Table (one-line errors, retries)."""
+        return run(self.con, sql, params, "arrow")
+
+    def rows(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
+        """Run sql over the views and return (column names, SQL type names, rows)."""
+        return run(self.con, sql, params, "rows")
+
+
+def resolve(path: str | os.PathLike[str]) -> Target:
+    """Say whether path is a run or a runs root, or raise the error a user can act on."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise RecordingNotFound(f"{path}: no such file or directory")
+    p = p.resolve()
+    if p.is_file():
+        if p.name in ("manifest.json", "steps.parquet", "events.jsonl"):
+            return Target(p.parent, "run")
+        raise NotARecording(f"{path} is a file, not a recording: point at a run directory or a folder of runs")
+    if any((p / name).exists() for name in _RECORDING_FILES):
+        return Target(p, "run")
+    if not any(p.iterdir()):
+        raise NotARecording(f"{path} is empty: no rlprobe recording here (yet)")
+    return Target(p, "root")
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def init_script(target: Target, version: int | None = None) -> str:
+    """The SQL that creates every view over target: absolute paths, runnable by any DuckDB."""
+    version = version or max(sqlfiles.versions())
+    lines = [
+        f"-- rlprobe {__version__}: views over {target.path} (recording format v{SCHEMA_VERSION})",
+        "-- Run in any DuckDB session (.read this file in the duckdb CLI); query steps, samples,",
+        "-- events, runs, manifest. Regenerate with: rlprobe sql PATH",
+        f"SET VARIABLE rlprobe_root = {_quote(str(target.path))};",
+    ]
+    for v in sqlfiles.versions():
+        if v > version:
+            continue
+        lines.append(f"CREATE SCHEMA IF NOT EXISTS v{v};")
+        for f in sqlfiles.load(v):
+            lines += ["", f.text.rstrip()]
+    lines += ["", f"-- unqualified names point at the newest contract, v{version}"]
+    for f in sqlfiles.public_views(version):
+        lines.append(f"CREATE OR REPLACE VIEW main.{f.name} AS SELECT * FROM v{version}.{f.name};")
+    return "\n".join(lines) + "\n"
+
+
+def _check_versions(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Refuse newer recordings up front; return warnings for unreadable manifests."""
+    warnings: list[str] = []
+    _, _, rows = run(con, "SELECT run_dir, ok, schema_version FROM v1.manifest_files ORDER BY run_dir", fetch="rows")
+    for run_dir, ok, schema_version in rows:
+        if not ok:
+            warnings.append(f"{run_dir}/manifest.json is not valid JSON; its data files are read without it")
+            continue
+        versions.check(schema_version, run_dir)
+    return warnings
+
+
+def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Store:
+    """Open a run or a runs root with every view ready."""
+    target = resolve(path)
+    con = duckdb.connect(":memory:")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    try:
+        con.execute(init_script(target))
+    except duckdb.Error as exc:  # a broken sql/ is our bug; say so plainly
+        raise CorruptRecording(f"could not create rlprobe's views: {_first_line(exc)}") from exc
+    store = Store(con, target, _check_versions(con))
+    if target.kind == "root":
+        found = run(con, "SELECT count(*) FROM runs", fetch="rows")[2][0][0]
+        if not found:
+            raise NotARecording(
+                f"{target.path} holds no rlprobe recording: expected run directories with a "
+                "manifest.json (written by rlprobe.Recorder) at any depth below it"
+            )
+    return store
+
+
+def empty_store() -> Store:
+    """Views over an empty folder: every view with its fixed columns and no rows."""
+    import tempfile
+
+    target = Target(Path(tempfile.mkdtemp(prefix="rlprobe-empty-")), "root")
+    con = duckdb.connect(":memory:")
+    con.execute(init_script(target))
+    return Store(con, target)
+
+
+def connect(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection over a run directory or a runs root, with rlprobe's views ready."""
+    return open_store(path).con
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def run(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None, fetch: str = "arrow") -> Any:
+    """Run sql and fetch the result ("arrow" table, "rows" as (columns, types, tuples), or "none").
+
+    Reads that raced a compaction (a part file deleted between DuckDB's glob and its read) are
+    retried; every other error becomes one line.
+    """
+    for attempt in range(_TRANSIENT_RETRIES + 1):
+        try:
+            rel = con.sql(sql, params=params)
+            if rel is None or fetch == "none":
+                return None
+            if fetch == "rows":
+                return rel.columns, [str(t) for t in rel.types], rel.fetchall()
+            return rel.to_arrow_table()
+        except duckdb.IOException as exc:
+            if attempt < _TRANSIENT_RETRIES and _is_vanished_file(exc):
+                time.sleep(0.05 * (attempt + 1))
+                continue
+            raise QueryError(_first_line(exc)) from exc
+        except duckdb.Error as exc:
+            message = _first_line(exc)
+            if "upgrade rlprobe" in message:
+                raise SchemaTooNew(message.split("Error: ", 1)[-1]) from exc
+            raise QueryError(message) from exc
+    raise AssertionError("unreachable")
+
+
+def _is_vanished_file(exc: BaseException) -> bool:
+    text = str(exc)
+    return "No such file" in text or "No files found" in text or "Cannot open file" in text or "could not open" in text.lower()
