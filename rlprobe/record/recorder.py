@@ -27,6 +27,7 @@ from rlprobe.schemas import Event, RunManifest
 _STEP, _SAMPLES, _FLUSH, _STOP = range(4)
 _POLL_S = 0.05  # how often the writer thread drains the queue when nobody wakes it
 _CLOSE_TIMEOUT_S = 30.0
+_BAD_REPORTS_PER_FIELD = 3  # then repeats of the same bad field are only counted
 
 
 class Recorder:
@@ -82,6 +83,8 @@ class Recorder:
         self._pending_samples: list[dict[str, Any]] = []
         self._samples_logged = 0
         self._reported_drops = 0
+        self._bad_seen: dict[tuple[str, str], int] = {}
+        self._bad_suppressed: dict[tuple[str, str], int] = {}
         self._last_flush = time.monotonic()
         self.write_failures = 0
         self.last_write_error: str | None = None
@@ -242,8 +245,25 @@ class Recorder:
             self._bad_record("samples", step, problems)
 
     def _bad_record(self, what: str, step: Any, problems: list[str]) -> None:
-        step_int = step if isinstance(step, int) and not isinstance(step, bool) else None
-        self.log_event("bad_record", step=step_int, message=f"{what}: " + "; ".join(problems[:10]), problems=problems[:50])
+        """Report bad values; a field that is bad every step is reported a few times, then counted."""
+        fresh = []
+        for problem in problems:
+            key = (what, problem.split(":", 1)[0])
+            seen = self._bad_seen.get(key, 0)
+            self._bad_seen[key] = seen + 1
+            if seen < _BAD_REPORTS_PER_FIELD:
+                fresh.append(problem)
+            else:
+                self._bad_suppressed[key] = self._bad_suppressed.get(key, 0) + 1
+        if fresh:
+            step_int = step if isinstance(step, int) and not isinstance(step, bool) else None
+            self.log_event("bad_record", step=step_int, message=f"{what}: " + "; ".join(fresh[:10]), problems=fresh[:50])
+
+    def _report_suppressed(self) -> None:
+        if self._bad_suppressed:
+            counts = {f"{what}.{field}": n for (what, field), n in sorted(self._bad_suppressed.items())}
+            self.log_event("bad_record", message=f"{sum(counts.values())} more bad values (repeats not reported one by one)", repeats=counts)
+            self._bad_suppressed = {}
 
     def _persist(self) -> None:
         """Write pending steps and samples; on failure keep them (bounded) for the next try."""
@@ -251,6 +271,7 @@ class Recorder:
         if self._dropped > self._reported_drops:
             self.log_event("recorder_drops", message=f"{self._dropped - self._reported_drops} records dropped: queue full", total=self._dropped)
             self._reported_drops = self._dropped
+        self._report_suppressed()
         ok = True
         if self._pending_steps:
             ok &= self._try_write(self._writer.write_steps, "_pending_steps")

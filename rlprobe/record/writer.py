@@ -13,7 +13,7 @@ import re
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -209,10 +209,3 @@ class RunWriter:
             last[s] = i
         keep = [last[s] for s in sorted(last)]
         return table.take(pa.array(keep, pa.int64()))
-
-
-def iter_part_files(run_dir: Path) -> Iterable[Path]:
-    """Part files of a run, in write order (used by tests and tools that inspect layout)."""
-    steps_dir = Path(run_dir) / "steps"
-    if steps_dir.is_dir():
-        yield from sorted(p for p in steps_dir.iterdir() if _PART_RE.match(p.name))

@@ -1,0 +1,5 @@
+"""`python -m rlprobe` runs the CLI."""
+
+from rlprobe.cli import main
+
+main()
