@@ -67,4 +67,5 @@ def main() -> None:
 
 from rlprobe.cli import query as _query  # noqa: E402  (registers commands on cli)
 
-__all__ = ["cli", "main", "_query"]
+__all__ = ["cli", "main"]
+from rlprobe.cli import doctor as _doctor  # noqa: E402

@@ -109,10 +109,18 @@ def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Stor
     con = duckdb.connect(":memory:")
     if threads:
         con.execute(f"SET threads = {int(threads)}")
-    try:
-        con.execute(init_script(target))
-    except duckdb.Error as exc:  # a broken sql/ is our bug; say so plainly
-        raise CorruptRecording(f"could not create rlprobe's views: {_first_line(exc)}") from exc
+    script = init_script(target)
+    for attempt in range(_TRANSIENT_RETRIES + 1):
+        try:
+            con.execute(script)  # binding the views globs and opens files, so it can race too
+            break
+        except duckdb.IOException as exc:
+            if attempt < _TRANSIENT_RETRIES and _is_vanished_file(exc):
+                time.sleep(0.05 * (attempt + 1))
+                continue
+            raise QueryError(f"cannot read {target.path}: {_first_line(exc)}") from exc
+        except duckdb.Error as exc:  # a broken sql/ is our bug; say so plainly
+            raise CorruptRecording(f"could not create rlprobe's views: {_first_line(exc)}") from exc
     store = Store(con, target, _check_versions(con))
     if target.kind == "root":
         found = run(con, "SELECT count(*) FROM runs", fetch="rows")[2][0][0]

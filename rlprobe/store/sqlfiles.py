@@ -42,8 +42,8 @@ def sql_root() -> Path:
     raise FileNotFoundError("rlprobe's SQL files are missing from this installation: reinstall rlprobe")
 
 
-def parse(path: Path, version: int) -> SqlFile:
-    """Read one .sql file and its header."""
+def read_header(path: Path) -> tuple[dict[str, str], str]:
+    """The ``-- key: value`` lines opening a .sql file (repeated keys joined) and the SQL after."""
     meta: dict[str, list[str]] = {}
     body: list[str] = []
     in_header = True
@@ -56,18 +56,24 @@ def parse(path: Path, version: int) -> SqlFile:
             continue
         in_header = False
         body.append(line)
+    return {k: " ".join(v) for k, v in meta.items()}, "\n".join(body).strip() + "\n"
+
+
+def parse(path: Path, version: int) -> SqlFile:
+    """Read one .sql file and its header."""
+    meta, body = read_header(path)
     if "name" not in meta or "kind" not in meta:
         raise ValueError(f"{path}: the header must give at least '-- name:' and '-- kind:'")
-    depends = [d.strip() for d in " ".join(meta.get("depends", [])).split(",")]
+    depends = [d.strip() for d in meta.get("depends", "").split(",")]
     return SqlFile(
         path=path,
         version=version,
-        name=meta["name"][0],
-        kind=meta["kind"][0],
+        name=meta["name"],
+        kind=meta["kind"],
         depends=tuple(d for d in depends if d and not d.startswith(("(", "variable "))),
-        doc=" ".join(meta.get("doc", [])),
-        columns=" ".join(meta.get("columns", [])),
-        sql="\n".join(body).strip() + "\n",
+        doc=meta.get("doc", ""),
+        columns=meta.get("columns", ""),
+        sql=body,
     )
 
 

@@ -1,0 +1,87 @@
+"""`rlprobe doctor`: ranked diagnosis of a run, or of every run below a root."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from rlprobe.cli import cli
+from rlprobe.cli.options import format_table, run_argument
+
+_COLOURS = {"critical": "red", "warn": "yellow", "info": "cyan"}
+
+
+def _evidence_line(evidence: dict, limit: int = 5) -> str:
+    parts = []
+    for key, value in list(evidence.items())[:limit]:
+        parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
+    return ", ".join(parts)
+
+
+def _print_diagnosis(d, colour: bool) -> None:  # type: ignore[no-untyped-def]
+    title = f"{d.run_id}  ({d.run_dir})  {d.steps} steps"
+    if not d.findings:
+        click.echo(f"{title}: no findings")
+    else:
+        click.echo(f"{title}: {len(d.findings)} finding{'s' if len(d.findings) != 1 else ''}")
+    for f in d.findings:
+        head = f"{f.severity.upper():<8} {f.signature_id:<26} from step {f.first_step}  confidence {f.confidence:.2f}"
+        click.echo("")
+        click.echo(click.style(head, fg=_COLOURS[f.severity], bold=True) if colour else head)
+        click.echo(f"  {f.explanation}")
+        if f.evidence:
+            click.echo(f"  evidence: {_evidence_line(f.evidence)}")
+        for action in f.suggested_actions[:3]:
+            click.echo(f"  try: {action}")
+        if f.links_to_samples:
+            click.echo(f"  samples: {', '.join(f.links_to_samples[:5])}  (rlprobe query RUN \"SELECT * FROM samples WHERE sample_id = '...'\")")
+    skipped = [s for s in d.skipped]
+    if skipped:
+        names = ", ".join(s.signature_id for s in skipped)
+        click.echo(f"\nskipped {len(skipped)} detector{'s' if len(skipped) != 1 else ''} (inputs not logged or disabled; --json has reasons): {names}")
+
+
+@cli.command("doctor")
+@run_argument()
+@click.option("--json", "as_json", is_flag=True, help="Print findings and skipped detectors as JSON.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=str), help="doctor.toml with per-detector thresholds.")
+def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
+    """Diagnose a run: ranked findings with onset, evidence and what to try.
+
+    On a runs root, diagnoses every run and lists them ranked by their worst finding.
+    Exit code: 1 when any critical finding exists, 0 otherwise, 2 when the input is unusable,
+    so it drops into CI gates and shell automation.
+
+    Example:
+
+        rlprobe doctor runs/my-run
+
+        rlprobe doctor runs/ --json > findings.json
+    """
+    from rlprobe.doctor import diagnose_path
+    from rlprobe.store import resolve
+
+    target = resolve(run)
+    diagnoses = diagnose_path(run, config_path=config_path)
+    critical = any(d.has_critical for d in diagnoses)
+    if as_json:
+        payload = [d.model_dump(mode="json") for d in diagnoses]
+        click.echo(json.dumps(payload[0] if target.kind == "run" and len(payload) == 1 else payload, indent=2))
+    elif target.kind == "run" and len(diagnoses) == 1:
+        _print_diagnosis(diagnoses[0], colour=sys.stdout.isatty())
+    else:
+        from rlprobe.doctor.findings import rank_key
+
+        def worst_key(d):  # type: ignore[no-untyped-def]
+            return rank_key(d.worst) if d.worst else (1, 0.0, 2**62)
+
+        rows = []
+        for d in sorted(diagnoses, key=worst_key):
+            w = d.worst
+            rows.append((d.run_id, w.severity if w else "ok", w.signature_id if w else "", w.first_step if w else None,
+                         round(w.confidence, 2) if w else None, len(d.findings), d.run_dir))
+        click.echo(format_table(["run_id", "worst", "signature", "first_step", "confidence", "findings", "run_dir"], rows))
+    if critical:
+        sys.exit(1)

@@ -1,0 +1,166 @@
+"""Run the catalog over recordings: one SQL pass for the features, then each detector decides."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from rlprobe.doctor.config import DoctorConfig, load_config
+from rlprobe.doctor.context import FEATURE_COLUMNS, DetectorContext, MetricFeatures
+from rlprobe.doctor.custom import run_custom_detectors
+from rlprobe.doctor.findings import Diagnosis, Finding, Skipped, rank
+from rlprobe.doctor.registry import all_detectors
+from rlprobe.errors import NotARecording
+from rlprobe.schemas import STEP_COLUMN_TYPES
+from rlprobe.store import sqlfiles
+from rlprobe.store.engine import open_store, run
+
+_FEATURES_SQL = "SELECT run_id, metric, {cols} FROM v1.doctor_features ORDER BY run_id, metric, i".format(
+    cols=", ".join(FEATURE_COLUMNS)
+)
+
+
+def _split(table: pa.Table, key: str) -> dict[str, pa.Table]:
+    """Consecutive row groups of a table sorted by key, as {key value: sub-table}."""
+    if table.num_rows == 0:
+        return {}
+    keys = table.column(key).to_numpy(zero_copy_only=False)
+    edges = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    starts = np.concatenate([[0], edges])
+    ends = np.concatenate([edges, [len(keys)]])
+    return {str(keys[a]): table.slice(a, b - a) for a, b in zip(starts, ends)}
+
+
+def _raw_loader(con: duckdb.DuckDBPyConnection, run_id: str) -> Callable[[], dict[str, np.ndarray]]:
+    def load() -> dict[str, np.ndarray]:
+        table = run(con, "SELECT * EXCLUDE (run_id) FROM v1.steps WHERE run_id = ? ORDER BY step", [run_id])
+        out: dict[str, np.ndarray] = {}
+        for name in table.column_names:
+            col = table.column(name)
+            if col.null_count == len(col):
+                continue
+            if pa.types.is_floating(col.type) or pa.types.is_integer(col.type):
+                out[name] = col.to_numpy(zero_copy_only=False).astype(np.float64)
+            else:
+                out[name] = np.array(col.to_pylist(), dtype=object)
+        return out
+
+    return load
+
+
+def _diagnose_connection(con: duckdb.DuckDBPyConnection, runs: list[dict[str, Any]], cfg: DoctorConfig) -> list[Diagnosis]:
+    features_by_run = _split(run(con, _FEATURES_SQL), "run_id")
+    detectors = all_detectors()
+    out = []
+
+    def query(sql: str, params: list[Any]) -> pa.Table:
+        return run(con, sql, params)
+
+    for info in runs:
+        run_id = info["run_id"]
+        per_metric = {
+            metric: MetricFeatures.from_table(metric, rows)
+            for metric, rows in _split(features_by_run.get(run_id, pa.table({"metric": pa.array([], pa.string())})), "metric").items()
+        }
+        ctx = DetectorContext(run_id, per_metric, query, _raw_loader(con, run_id), int(info["steps"]), info.get("last_step"))
+        diagnosis = Diagnosis(run_id=run_id, run_dir=info.get("run_dir"), steps=int(info["steps"]), last_step=info.get("last_step"))
+        findings: list[Finding] = []
+        for det_id, det in detectors.items():
+            if det_id in cfg.disabled:
+                diagnosis.skipped.append(Skipped(signature_id=det_id, reason="disabled in the doctor config"))
+                continue
+            reason = det.skip_reason(ctx)
+            if reason is not None:
+                diagnosis.skipped.append(Skipped(signature_id=det_id, reason=reason))
+                continue
+            try:
+                finding = det.detect(ctx, cfg.for_detector(det_id, det.params))
+            except Exception as exc:  # one broken detector must not hide the others' findings
+                diagnosis.skipped.append(Skipped(signature_id=det_id, reason=f"detector error: {type(exc).__name__}: {exc}"))
+                continue
+            if finding is not None:
+                findings.append(finding.model_copy(update={"run_id": run_id}))
+        if cfg.custom_dir is not None:
+            found, skipped = run_custom_detectors(cfg.custom_dir, query, run_id)
+            findings += found
+            diagnosis.skipped += skipped
+        diagnosis.findings = rank(findings)
+        out.append(diagnosis)
+    return out
+
+
+def _runs_of(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    table = run(
+        con,
+        "SELECT run_id, run_dir, steps_recorded AS steps, last_step FROM v1.runs "
+        "WHERE steps_recorded > 0 ORDER BY run_dir",
+    )
+    return table.to_pylist()
+
+
+def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None) -> list[Diagnosis]:
+    """Diagnose a run or every run below a root; runs without steps are left out."""
+    cfg = load_config(config_path, config)
+    store = open_store(path)
+    runs = _runs_of(store.con)
+    if not runs:
+        raise NotARecording(f"{path} has no steps recorded yet: nothing to diagnose")
+    return _diagnose_connection(store.con, runs, cfg)
+
+
+def diagnose(run_dir: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None) -> list[Finding]:
+    """The full catalog over one recording: ranked findings."""
+    diagnoses = diagnose_path(run_dir, config_path, config)
+    if len(diagnoses) != 1:
+        raise NotARecording(f"{run_dir} holds {len(diagnoses)} runs; diagnose one run, or use diagnose_path for a root")
+    return diagnoses[0].findings
+
+
+def in_memory_connection(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection whose v1.steps (and v1.samples) are the given tables, with the doctor's features."""
+    con = duckdb.connect(":memory:")
+    con.execute("CREATE SCHEMA v1")
+    con.register("rlprobe_steps_input", steps)
+    con.execute("CREATE VIEW v1.steps AS SELECT * FROM rlprobe_steps_input")
+    if samples is None:
+        samples = pa.table({"run_id": pa.array([], pa.string()), "step": pa.array([], pa.int64()), "sample_id": pa.array([], pa.string()), "advantage": pa.array([], pa.float64())})
+    con.register("rlprobe_samples_input", samples)
+    con.execute("CREATE VIEW v1.samples AS SELECT * FROM rlprobe_samples_input")
+    for f in sqlfiles.load(max(sqlfiles.versions())):
+        if f.kind == "feature":
+            con.execute(f.sql)
+    return con
+
+
+def diagnose_view(view: Any, config: Mapping[str, Any] | None = None) -> list[Finding]:
+    """The full catalog over an in-memory RunView (what live diagnosis uses)."""
+    cfg = load_config(None, config)
+    run_id = (view.manifest.run_id if view.manifest is not None else None) or "run"
+    n = len(view.steps)
+    columns = {"run_id": pa.array([run_id] * n), "step": pa.array(view.steps, pa.int64())}
+    for name, sql_type in STEP_COLUMN_TYPES.items():
+        if name == "step":
+            continue
+        if sql_type == "DOUBLE[]":
+            values = list(view.series(name)) if view.has(name) else [None] * n
+            columns[name] = pa.array([None if v is None else list(v) for v in values], pa.list_(pa.float64()))
+        else:
+            columns[name] = pa.array(view.series(name), pa.float64(), from_pandas=False)
+    for name in view.names:
+        if name.startswith(("reward_component.", "extra.")):
+            columns[name] = pa.array(view.series(name), pa.float64(), from_pandas=False)
+    steps = pa.table(columns)
+    samples = None
+    try:
+        samples = view.samples
+        if "run_id" in samples.column_names:
+            samples = samples.set_column(samples.column_names.index("run_id"), "run_id", pa.array([run_id] * samples.num_rows, pa.string()))
+    except Exception:
+        samples = None
+    con = in_memory_connection(steps, samples)
+    info = {"run_id": run_id, "run_dir": str(getattr(view, "run_dir", "")), "steps": len(view.steps), "last_step": int(view.steps[-1]) if len(view.steps) else None}
+    return _diagnose_connection(con, [info], cfg)[0].findings

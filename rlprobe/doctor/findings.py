@@ -1,0 +1,65 @@
+"""What the doctor says: findings, skipped detectors, and how findings are ranked."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, Field
+
+Severity = Literal["info", "warn", "critical"]
+SEVERITY_ORDER: dict[str, int] = {"info": 0, "warn": 1, "critical": 2}
+
+
+class Finding(BaseModel):
+    """One diagnosed problem: what, how bad, since when, on what evidence, what to try."""
+
+    signature_id: str
+    severity: Severity
+    confidence: float = Field(ge=0.0, le=1.0)
+    first_step: Optional[int] = None
+    explanation: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    suggested_actions: list[str] = Field(default_factory=list)
+    links_to_samples: list[str] = Field(default_factory=list)
+    # additive: where the condition held (for shading a chart) and which run it is about
+    last_step: Optional[int] = None
+    run_id: Optional[str] = None
+
+
+class Skipped(BaseModel):
+    """A detector that did not run on this recording, and why (usually: inputs not logged)."""
+
+    signature_id: str
+    reason: str
+
+
+class Diagnosis(BaseModel):
+    """Everything one doctor pass produced for one run."""
+
+    run_id: Optional[str] = None
+    run_dir: Optional[str] = None
+    steps: int = 0
+    last_step: Optional[int] = None
+    findings: list[Finding] = Field(default_factory=list)
+    skipped: list[Skipped] = Field(default_factory=list)
+
+    @property
+    def worst(self) -> Optional[Finding]:
+        """The top-ranked finding, if any."""
+        return self.findings[0] if self.findings else None
+
+    @property
+    def has_critical(self) -> bool:
+        """True when any finding is critical (the CLI's exit 1)."""
+        return any(f.severity == "critical" for f in self.findings)
+
+
+def rank_key(finding: Finding) -> tuple[int, float, int]:
+    """Severity first, then confidence, then the earliest first_step."""
+    first = finding.first_step if finding.first_step is not None else 2**62
+    return (-SEVERITY_ORDER[finding.severity], -finding.confidence, first)
+
+
+def rank(findings: list[Finding]) -> list[Finding]:
+    """Findings in the order a user should read them."""
+    return sorted(findings, key=rank_key)
