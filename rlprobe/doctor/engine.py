@@ -136,31 +136,43 @@ def in_memory_connection(steps: pa.Table, samples: pa.Table | None = None) -> du
     return con
 
 
+def diagnose_tables(steps: pa.Table, samples: pa.Table | None = None, config: Mapping[str, Any] | None = None) -> list[Diagnosis]:
+    """Diagnose runs held in memory: steps (and samples) tables with a run_id column.
+
+    Columns follow the steps and samples views; known step columns that are missing are
+    added as NULL, so a table with only the metrics a run logged is fine.
+    """
+    cfg = load_config(None, config)
+    present = set(steps.column_names)
+    n = steps.num_rows
+    for name, sql_type in STEP_COLUMN_TYPES.items():
+        if name not in present:
+            arrow_type = pa.list_(pa.float64()) if sql_type == "DOUBLE[]" else pa.float64()
+            steps = steps.append_column(name, pa.nulls(n, arrow_type))
+    con = in_memory_connection(steps, samples)
+    runs = run(
+        con,
+        "SELECT run_id, NULL AS run_dir, count(*) AS steps, max(step) AS last_step FROM v1.steps GROUP BY run_id ORDER BY run_id",
+    ).to_pylist()
+    return _diagnose_connection(con, runs, cfg)
+
+
 def diagnose_view(view: Any, config: Mapping[str, Any] | None = None) -> list[Finding]:
     """The full catalog over an in-memory RunView (what live diagnosis uses)."""
-    cfg = load_config(None, config)
     run_id = (view.manifest.run_id if view.manifest is not None else None) or "run"
     n = len(view.steps)
-    columns = {"run_id": pa.array([run_id] * n), "step": pa.array(view.steps, pa.int64())}
-    for name, sql_type in STEP_COLUMN_TYPES.items():
-        if name == "step":
-            continue
-        if sql_type == "DOUBLE[]":
-            values = list(view.series(name)) if view.has(name) else [None] * n
-            columns[name] = pa.array([None if v is None else list(v) for v in values], pa.list_(pa.float64()))
-        else:
-            columns[name] = pa.array(view.series(name), pa.float64(), from_pandas=False)
+    columns: dict[str, pa.Array] = {"run_id": pa.array([run_id] * n, pa.string()), "step": pa.array(view.steps, pa.int64())}
     for name in view.names:
-        if name.startswith(("reward_component.", "extra.")):
-            columns[name] = pa.array(view.series(name), pa.float64(), from_pandas=False)
-    steps = pa.table(columns)
+        series = view.series(name)
+        if series.dtype == object:
+            columns[name] = pa.array([None if v is None else list(v) for v in series], pa.list_(pa.float64()))
+        else:
+            columns[name] = pa.array(series, pa.float64(), from_pandas=False)
     samples = None
     try:
         samples = view.samples
-        if "run_id" in samples.column_names:
-            samples = samples.set_column(samples.column_names.index("run_id"), "run_id", pa.array([run_id] * samples.num_rows, pa.string()))
-    except Exception:
+    except Exception:  # an in-memory view may have no recording behind it
         samples = None
-    con = in_memory_connection(steps, samples)
-    info = {"run_id": run_id, "run_dir": str(getattr(view, "run_dir", "")), "steps": len(view.steps), "last_step": int(view.steps[-1]) if len(view.steps) else None}
-    return _diagnose_connection(con, [info], cfg)[0].findings
+    if samples is not None and "run_id" in samples.column_names:
+        samples = samples.set_column(samples.column_names.index("run_id"), "run_id", pa.array([run_id] * samples.num_rows, pa.string()))
+    return diagnose_tables(pa.table(columns), samples, config)[0].findings

@@ -33,7 +33,10 @@ def to_float(value: Any) -> float:
     if isinstance(value, float):
         return value
     if isinstance(value, (int, bool)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise BadValue(f"integer too large for a float: {str(value)[:20]}...") from None
     if isinstance(value, str):
         try:
             return float(value.strip())
@@ -43,7 +46,7 @@ def to_float(value: Any) -> float:
         raise BadValue(f"expected a number, got a {type(value).__name__}")
     try:
         return float(value)  # numpy scalars, 0-d tensors, Decimal, ...
-    except (TypeError, ValueError, RuntimeError) as exc:
+    except Exception as exc:  # whatever a foreign object raises, it is one bad field
         raise BadValue(f"expected a number, got {type(value).__name__}") from exc
 
 
@@ -102,9 +105,17 @@ def step_row(step: Any, metrics: Mapping[str, Any], wall_time: float) -> tuple[d
                 problems.append("step: given twice")
             else:
                 row[EXTRA_PREFIX + name] = to_float(value)
-        except BadValue as exc:
+        except Exception as exc:  # one bad field costs that field, never the step
             problems.append(f"{name}: {exc}")
     return row, problems
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, (bool, int, float)) or hasattr(value, "__bool__") and not hasattr(value, "__len__"):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise BadValue(f"expected true/false, got {type(value).__name__}")
 
 
 def _text(value: Any) -> str:
@@ -133,7 +144,7 @@ def sample_row(sample: Any, step: int, rank: int) -> tuple[dict[str, Any] | None
             elif name == "completion_len":
                 row[name] = to_int(value)
             elif name == "truncated":
-                row[name] = bool(value)
+                row[name] = _to_bool(value)
             elif name == "completion_token_ids":
                 row[name] = [to_int(v) for v in value]
             elif name == "reward_components":
@@ -144,6 +155,6 @@ def sample_row(sample: Any, step: int, rank: int) -> tuple[dict[str, Any] | None
                 row[name] = to_float(value)
             else:
                 row[EXTRA_PREFIX + name] = to_float(value)
-        except (BadValue, TypeError) as exc:
+        except Exception as exc:  # e.g. bool() of an array: one bad field, not a dead writer
             problems.append(f"{name}: {exc}")
     return row, problems

@@ -39,7 +39,7 @@ class InstalledHandlers:
             recorder.close()
 
     def _excepthook(self, exc_type: Any, exc: BaseException, tb: Any) -> None:
-        recorder = self._recorder()
+        recorder = self._recorder() if self._installed else None
         if recorder is not None and not issubclass(exc_type, KeyboardInterrupt):
             try:
                 recorder.record_crash(exc_type, exc, tb)
@@ -49,7 +49,7 @@ class InstalledHandlers:
         self._previous_hook(exc_type, exc, tb)
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
-        recorder = self._recorder()
+        recorder = self._recorder() if self._installed else None
         if recorder is not None:
             try:
                 recorder.log_event("sigterm", message="SIGTERM received; flushing")
@@ -66,19 +66,33 @@ class InstalledHandlers:
         # SIG_IGN: the process chose to ignore SIGTERM; keep ignoring it.
 
     def uninstall(self) -> None:
-        """Restore the hooks that were there before, where nobody replaced ours since."""
+        """Take our hooks out: restored where ours is on top, a pass-through where it is not.
+
+        Another recorder (or library) may have chained onto our hook since; unhooking it would
+        break their chain, so an uninstalled hook stays in place and only calls the previous one.
+        """
         if not self._installed:
             return
         self._installed = False
         atexit.unregister(self._at_exit)
         if sys.excepthook == self._excepthook:
-            sys.excepthook = self._previous_hook
+            sys.excepthook = _skip_uninstalled(self._previous_hook, "_excepthook", "_previous_hook")
         if self._sigterm_installed and threading.current_thread() is threading.main_thread():
             try:
                 if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-                    signal.signal(signal.SIGTERM, self._previous_sigterm)
+                    previous = _skip_uninstalled(self._previous_sigterm, "_on_sigterm", "_previous_sigterm")
+                    signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
             except (ValueError, OSError, TypeError):
                 pass
+
+
+def _skip_uninstalled(hook: Any, method: str, previous_attr: str) -> Any:
+    """Follow the chain past hooks of recorders that were closed while not on top."""
+    while True:
+        owner = getattr(hook, "__self__", None)
+        if not isinstance(owner, InstalledHandlers) or owner._installed or getattr(hook, "__func__", None) is not getattr(InstalledHandlers, method):
+            return hook
+        hook = getattr(owner, previous_attr)
 
 
 def install(recorder: "Recorder") -> InstalledHandlers:

@@ -21,7 +21,7 @@ from rlprobe.record import handlers
 from rlprobe.record.coerce import sample_row, step_row
 from rlprobe.record.environment import capture_env as _capture_env
 from rlprobe.record.sampling import SamplingConfig, select
-from rlprobe.record.writer import RunWriter, prewarm_parquet
+from rlprobe.record.writer import PartialWrite, RunWriter, prewarm_parquet
 from rlprobe.schemas import Event, RunManifest
 
 _STEP, _SAMPLES, _FLUSH, _STOP = range(4)
@@ -114,8 +114,11 @@ class Recorder:
 
     def log_event(self, kind: str, step: int | None = None, message: str = "", **data: Any) -> None:
         """Record a sparse event, written to disk immediately; never raises."""
-        if not self.active:
+        if self._closed:
             return
+        self._write_event(kind, step, message, data)
+
+    def _write_event(self, kind: str, step: int | None, message: str, data: dict[str, Any]) -> None:
         try:
             event = Event(kind=str(kind), step=step, rank=self.rank, message=str(message), data=data)
         except Exception as exc:  # e.g. a step that is not an int
@@ -148,7 +151,7 @@ class Recorder:
             if self._thread is not threading.current_thread():
                 self._thread.join(_CLOSE_TIMEOUT_S)
             if self._thread.is_alive():
-                self.log_event("recorder_close", message="writer thread did not finish in time; parts left uncompacted")
+                self._write_event("recorder_close", None, "writer thread did not finish in time; parts left uncompacted", {})
             else:
                 try:
                     self._writer.compact()
@@ -156,12 +159,11 @@ class Recorder:
                     # Parts stay readable; a later close() or resume compacts them.
                     self.write_failures += 1
                     self.last_write_error = f"compaction: {exc}"
-                self.log_event(
-                    "recorder_close",
-                    dropped=self._dropped,
-                    write_failures=self.write_failures,
-                    last_write_error=self.last_write_error,
-                )
+                self._write_event("recorder_close", None, "", {
+                    "dropped": self._dropped,
+                    "write_failures": self.write_failures,
+                    "last_write_error": self.last_write_error,
+                })
             if self._handlers is not None:
                 self._handlers.uninstall()
 
@@ -197,14 +199,15 @@ class Recorder:
             while self._queue:
                 item = self._queue.popleft()
                 kind = item[0]
-                if kind == _STEP:
-                    self._accept_step(*item[1:])
-                elif kind == _SAMPLES:
-                    self._accept_samples(*item[1:])
-                elif kind == _FLUSH:
+                if kind == _FLUSH:
                     waiters.append(item[1])
-                else:
+                elif kind == _STOP:
                     stopping = True
+                else:
+                    try:
+                        (self._accept_step if kind == _STEP else self._accept_samples)(*item[1:])
+                    except Exception as exc:  # the writer thread must outlive any record
+                        self._bad_record("step" if kind == _STEP else "samples", item[1], [f"{type(exc).__name__}: {exc}"])
                 if len(self._pending_steps) >= self._steps_per_flush:
                     self._persist()
             due = time.monotonic() - self._last_flush >= self._flush_interval_s
@@ -257,19 +260,19 @@ class Recorder:
                 self._bad_suppressed[key] = self._bad_suppressed.get(key, 0) + 1
         if fresh:
             step_int = step if isinstance(step, int) and not isinstance(step, bool) else None
-            self.log_event("bad_record", step=step_int, message=f"{what}: " + "; ".join(fresh[:10]), problems=fresh[:50])
+            self._write_event("bad_record", step_int, f"{what}: " + "; ".join(fresh[:10]), {"problems": fresh[:50]})
 
     def _report_suppressed(self) -> None:
         if self._bad_suppressed:
             counts = {f"{what}.{field}": n for (what, field), n in sorted(self._bad_suppressed.items())}
-            self.log_event("bad_record", message=f"{sum(counts.values())} more bad values (repeats not reported one by one)", repeats=counts)
+            self._write_event("bad_record", None, f"{sum(counts.values())} more bad values (repeats not reported one by one)", {"repeats": counts})
             self._bad_suppressed = {}
 
     def _persist(self) -> None:
         """Write pending steps and samples; on failure keep them (bounded) for the next try."""
         self._last_flush = time.monotonic()
         if self._dropped > self._reported_drops:
-            self.log_event("recorder_drops", message=f"{self._dropped - self._reported_drops} records dropped: queue full", total=self._dropped)
+            self._write_event("recorder_drops", None, f"{self._dropped - self._reported_drops} records dropped: queue full", {"total": self._dropped})
             self._reported_drops = self._dropped
         self._report_suppressed()
         ok = True
@@ -285,9 +288,11 @@ class Recorder:
         try:
             write(rows)
         except Exception as exc:  # ENOSPC, EIO, a permissions change: training must go on
+            if isinstance(exc, PartialWrite):
+                del rows[: exc.written]  # already on disk: retrying them would duplicate
             self.write_failures += 1
             self.last_write_error = f"{type(exc).__name__}: {exc}"
-            self.log_event("write_failed", message=self.last_write_error, rows_pending=len(rows))
+            self._write_event("write_failed", None, self.last_write_error or "", {"rows_pending": len(rows)})
             overflow = len(rows) - self._queue_size
             if overflow > 0:  # a disk that stays full must not grow memory without bound
                 del rows[:overflow]

@@ -32,6 +32,14 @@ _ARROW_TYPES = {
     "BIGINT[]": pa.list_(pa.int64()),
     "DOUBLE[]": pa.list_(pa.float64()),
 }
+class PartialWrite(OSError):
+    """A write failed after `written` of the given rows were safely on disk."""
+
+    def __init__(self, written: int, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.written = written
+
+
 _PART_RE = re.compile(r"^part-(\d+)\.parquet$")
 _SHARD_RE = re.compile(r"^shard-(\d+)\.parquet$")
 
@@ -152,17 +160,26 @@ class RunWriter:
         return path
 
     def write_samples(self, rows: list[dict[str, Any]]) -> None:
-        """Add rows to the sample shards; the open shard is rewritten whole, atomically."""
-        self.samples_dir.mkdir(exist_ok=True)
-        pending = self._shard_rows + rows
-        while pending:
-            shard, pending = pending[:SAMPLES_PER_SHARD], pending[SAMPLES_PER_SHARD:]
-            atomic_write_table(self.samples_dir / f"shard-{self._shard_index:05d}.parquet", _table(shard, SAMPLE_COLUMN_TYPES))
-            if len(shard) == SAMPLES_PER_SHARD:
-                self._shard_index += 1
-                self._shard_rows = []
-            else:
-                self._shard_rows = shard
+        """Add rows to the sample shards; the open shard is rewritten whole, atomically.
+
+        If a write fails part-way, PartialWrite says how many of rows are already on disk, so
+        a retry writes only the rest (never a duplicate).
+        """
+        written = 0
+        try:
+            self.samples_dir.mkdir(exist_ok=True)
+            while written < len(rows):
+                chunk = rows[written : written + SAMPLES_PER_SHARD - len(self._shard_rows)]
+                shard = self._shard_rows + chunk
+                atomic_write_table(self.samples_dir / f"shard-{self._shard_index:05d}.parquet", _table(shard, SAMPLE_COLUMN_TYPES))
+                written += len(chunk)
+                if len(shard) == SAMPLES_PER_SHARD:
+                    self._shard_index += 1
+                    self._shard_rows = []
+                else:
+                    self._shard_rows = shard
+        except Exception as exc:
+            raise PartialWrite(written, exc) from exc
 
     def append_event(self, event: Event) -> None:
         """Append one event line and push it to the OS at once (events must survive crashes)."""
