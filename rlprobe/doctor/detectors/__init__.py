@@ -1,3 +1,3 @@
 """The built-in catalog. Importing this package registers every detector."""
 
-from rlprobe.doctor.detectors import policy  # noqa: F401
+from rlprobe.doctor.detectors import generation, optimization, policy, reward  # noqa: F401

@@ -1,0 +1,3 @@
+"""Signatures of generation: see docs/signatures/."""
+
+from __future__ import annotations

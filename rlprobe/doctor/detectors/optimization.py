@@ -1,0 +1,3 @@
+"""Signatures of optimization: see docs/signatures/."""
+
+from __future__ import annotations
