@@ -77,11 +77,14 @@ def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
         def worst_key(d):  # type: ignore[no-untyped-def]
             return rank_key(d.worst) if d.worst else (1, 0.0, 2**62)
 
+        import os
+
         rows = []
         for d in sorted(diagnoses, key=worst_key):
             w = d.worst
-            rows.append((d.run_id, w.severity if w else "ok", w.signature_id if w else "", w.first_step if w else None,
-                         round(w.confidence, 2) if w else None, len(d.findings), d.run_dir))
-        click.echo(format_table(["run_id", "worst", "signature", "first_step", "confidence", "findings", "run_dir"], rows))
+            path = os.path.relpath(d.run_dir, target.path) if d.run_dir else ""
+            rows.append((path, w.severity if w else "ok", w.signature_id if w else "", w.first_step if w else None,
+                         round(w.confidence, 2) if w else None, len(d.findings), d.run_id))
+        click.echo(format_table(["run", "worst", "signature", "first_step", "confidence", "findings", "run_id"], rows))
     if critical:
         sys.exit(1)
