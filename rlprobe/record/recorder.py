@@ -21,6 +21,7 @@ from rlprobe.record import handlers
 from rlprobe.record.coerce import sample_row, step_row
 from rlprobe.record.environment import capture_env as _capture_env
 from rlprobe.record.sampling import SamplingConfig, select
+from rlprobe.jsonsafe import json_safe
 from rlprobe.record.writer import PartialWrite, RunWriter, prewarm_parquet
 from rlprobe.schemas import Event, RunManifest
 
@@ -54,6 +55,11 @@ class Recorder:
         self.active = rank == 0 or record_all_ranks
         self._dropped = 0
         self._closed = not self.active
+        self.write_failures = 0
+        self.last_write_error: str | None = None
+        self.run_id: str | None = run_id
+        self.run_dir: Path | None = None
+        self.sampling = sampling or SamplingConfig()
         if not self.active:
             return  # inert: nothing written, no thread, no handlers, every method a no-op
         if queue_size < 1 or steps_per_flush < 1 or flush_interval_s <= 0:
@@ -64,14 +70,13 @@ class Recorder:
             "algorithm": algorithm,
             "model_name": model_name,
             "world_size": world_size,
-            "trainer_config": dict(trainer_config or {}),
+            "trainer_config": json_safe(dict(trainer_config or {})),  # "verbatim", as JSON can hold it
             "environment": _capture_env() if capture_env else {},
         }
         if run_id is not None:
             manifest_kwargs["run_id"] = run_id
         self._writer = RunWriter(self.run_dir, RunManifest(**manifest_kwargs), rank=rank)
         self.run_id = self._writer.manifest.run_id
-        self.sampling = sampling or SamplingConfig()
         self._rng = random.Random(self.sampling.seed)
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._queue_size = queue_size
@@ -81,14 +86,17 @@ class Recorder:
         self._close_lock = threading.Lock()
         self._pending_steps: list[dict[str, Any]] = []
         self._pending_samples: list[dict[str, Any]] = []
-        self._samples_logged = 0
+        # sample ids are <step>-<rank>-<n>; a resumed recording continues n where it stopped
+        self._samples_logged = self._writer.max_sample_serial() + 1 if self._writer.resumed else 0
         self._reported_drops = 0
         self._bad_seen: dict[tuple[str, str], int] = {}
         self._bad_suppressed: dict[tuple[str, str], int] = {}
         self._last_flush = time.monotonic()
-        self.write_failures = 0
-        self.last_write_error: str | None = None
-        self.log_event("recorder_open", message="resumed" if self._writer.resumed else "", pid=os.getpid())
+        opened: dict[str, Any] = {"pid": os.getpid()}
+        if self._writer.resumed:
+            # The original manifest stays (a recording is never rewritten); say what was asked.
+            opened.update(requested_run_id=run_id, algorithm=algorithm, model_name=model_name)
+        self.log_event("recorder_open", message="resumed" if self._writer.resumed else "", **opened)
         self._thread = threading.Thread(target=self._run, name=f"rlprobe-writer-{self.run_id}", daemon=True)
         self._thread.start()
         self._handlers = handlers.install(self) if install_handlers else None
@@ -121,8 +129,8 @@ class Recorder:
     def _write_event(self, kind: str, step: int | None, message: str, data: dict[str, Any]) -> None:
         try:
             event = Event(kind=str(kind), step=step, rank=self.rank, message=str(message), data=data)
-        except Exception as exc:  # e.g. a step that is not an int
-            event = Event(kind="bad_record", rank=self.rank, message=f"event {kind!r}: {exc}")
+        except Exception:  # e.g. a step that is not an int: keep the event, say what was wrong
+            event = Event(kind=str(kind), rank=self.rank, message=str(message), data={**json_safe(data), "bad_step": repr(step)[:80]})
         try:
             self._writer.append_event(event)
         except OSError as exc:
@@ -297,6 +305,8 @@ class Recorder:
             if overflow > 0:  # a disk that stays full must not grow memory without bound
                 del rows[:overflow]
                 self._dropped += overflow
+                self._write_event("recorder_drops", None, f"{overflow} records dropped: writes keep failing", {"total": self._dropped, "cause": "write_failed"})
+                self._reported_drops = self._dropped
             return False
         setattr(self, attr, [])
         return True

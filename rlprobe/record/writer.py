@@ -88,7 +88,10 @@ def atomic_write_table(path: Path, table: pa.Table) -> None:
     """Write a parquet file via a hidden temp file and a rename; never leaves a torn file."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        pq.write_table(table, tmp, compression=PARQUET_COMPRESSION)
+        with open(tmp, "wb") as fh:
+            pq.write_table(table, fh, compression=PARQUET_COMPRESSION)
+            fh.flush()
+            os.fsync(fh.fileno())  # the rename must never publish a file the OS has not kept
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -116,6 +119,7 @@ class RunWriter:
         if self.resumed:
             self.manifest = self._load_own_manifest(manifest)
             self._reopen_compacted()
+            self._end_torn_event_line()
         else:
             self.manifest = manifest
             atomic_write_bytes(self.run_dir / "manifest.json", manifest.model_dump_json(indent=2).encode())
@@ -142,6 +146,39 @@ class RunWriter:
             self.steps_dir.mkdir(exist_ok=True)
             index = self._next_index(self.steps_dir, _PART_RE)
             os.replace(compacted, self.steps_dir / f"part-{index:06d}.parquet")
+
+    def _end_torn_event_line(self) -> None:
+        """A killed writer may have left half a line; end it so the next event is not glued on.
+
+        The torn fragment stays as it was (readers skip it); only a newline is appended.
+        """
+        try:
+            with open(self.events_path, "rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                torn = fh.read(1) != b"\n"
+        except OSError:
+            return  # no events yet (or an empty file)
+        if torn:
+            with open(self.events_path, "a", encoding="utf-8") as fh:
+                fh.write("\n")
+
+    def max_sample_serial(self) -> int:
+        """The largest n of existing '<step>-<rank>-<n>' sample ids (-1 if none), for resumes."""
+        best = -1
+        if not self.samples_dir.is_dir():
+            return best
+        for path in sorted(self.samples_dir.iterdir()):
+            if not _SHARD_RE.match(path.name):
+                continue
+            try:
+                ids = pq.read_table(path, columns=["sample_id"]).column("sample_id").to_pylist()
+            except (OSError, KeyError, pa.ArrowException):
+                continue
+            for sid in ids:
+                tail = str(sid).rsplit("-", 1)[-1]
+                if tail.isdigit():
+                    best = max(best, int(tail))
+        return best
 
     @staticmethod
     def _next_index(folder: Path, pattern: re.Pattern[str]) -> int:
@@ -219,10 +256,22 @@ class RunWriter:
 
     @staticmethod
     def _last_write_wins(table: pa.Table) -> pa.Table:
-        """One row per step, the one written last, ordered by step."""
+        """One row per step, ordered by step; a step logged more than once is merged.
+
+        Each column keeps the last value written for it, so metrics of one step logged in
+        several calls all survive, and a step re-logged after a resume takes the new values.
+        """
         steps = table.column("step").to_pylist()
-        last: dict[int, int] = {}
+        rows_of: dict[int, list[int]] = {}
         for i, s in enumerate(steps):
-            last[s] = i
-        keep = [last[s] for s in sorted(last)]
-        return table.take(pa.array(keep, pa.int64()))
+            rows_of.setdefault(s, []).append(i)
+        order = sorted(rows_of)
+        if all(len(rows_of[s]) == 1 for s in order):
+            return table.take(pa.array([rows_of[s][0] for s in order], pa.int64()))
+        merged = []
+        for s in order:
+            row: dict[str, Any] = {}
+            for record in table.take(pa.array(rows_of[s], pa.int64())).to_pylist():
+                row.update({k: v for k, v in record.items() if v is not None})
+            merged.append(row)
+        return pa.Table.from_pylist(merged, schema=table.schema)

@@ -45,9 +45,12 @@ def _manifest_from_row(row: dict[str, Any]) -> RunManifest | None:
     return RunManifest.model_validate(data)
 
 
-def _records(table: pa.Table, model: type[Any], drop: tuple[str, ...] = ("run_id",)) -> list[Any]:
-    rows = table.drop_columns([c for c in drop if c in table.column_names]).to_pylist()
-    return [model.model_validate(unflatten_dicts(row)) for row in rows]
+def _records(table: pa.Table, model: type[Any]) -> list[Any]:
+    """Rows as pydantic records; columns this version does not know (additive fields a newer
+    recorder wrote) are left out rather than refused, as the versioning policy promises."""
+    fields = set(model.model_fields)
+    keep = [c for c in table.column_names if c in fields or c.startswith((REWARD_COMPONENT_PREFIX, EXTRA_PREFIX))]
+    return [model.model_validate(unflatten_dicts(row)) for row in table.select(keep).to_pylist()]
 
 
 class RunReader:

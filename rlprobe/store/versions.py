@@ -5,14 +5,15 @@ reader refuses a newer version with an explicit upgrade message and reads every 
 migrating on read. Recordings are never rewritten: a migration is a set of SQL source files
 that present an old layout under the current view contract.
 
-Today v1 is the only version, so MIGRATIONS is empty. When v2 arrives, sql/v2/sources/ reads
-v2 files and MIGRATIONS[1] names the sources under sql/v2/migrations/from_v1/ that read v1
-files into the same src_* views; connect() then applies them per run by its manifest's version.
+Today v1 is the only version, so MIGRATIONS is empty and nothing consults it yet. The plan
+for v2: sql/v2/sources/ reads v2 files, MIGRATIONS[1] names the sources under
+sql/v2/migrations/from_v1/ that read v1 files into the same src_* views, and open_store()
+applies them per run by its manifest's version (check() already lets migratable versions in).
 """
 
 from __future__ import annotations
 
-from rlprobe.errors import SchemaTooNew
+from rlprobe.errors import CorruptRecording, SchemaTooNew
 from rlprobe.schemas import SCHEMA_VERSION
 
 READABLE_VERSIONS = frozenset(range(1, SCHEMA_VERSION + 1))
@@ -31,4 +32,4 @@ def check(schema_version: int | None, where: str) -> None:
             f"v{SCHEMA_VERSION}: upgrade rlprobe (pip install -U rlprobe)"
         )
     if schema_version not in READABLE_VERSIONS and schema_version not in MIGRATIONS:
-        raise SchemaTooNew(f"{where} declares recording format v{schema_version}, which no rlprobe release wrote")
+        raise CorruptRecording(f"{where} declares recording format v{schema_version}, which no rlprobe release wrote")

@@ -12,7 +12,7 @@ WITH rows_ AS (
     SELECT * FROM v1.event_columns
     UNION ALL BY NAME
     SELECT * FROM read_json(
-        v1.root() || '/**/events.jsonl',
+        v1.root_glob() || '/**/events.jsonl',
         format = 'newline_delimited',
         columns = {timestamp: 'DOUBLE', kind: 'VARCHAR', step: 'BIGINT', rank: 'BIGINT',
                    message: 'VARCHAR', data: 'JSON'},

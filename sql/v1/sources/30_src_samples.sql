@@ -11,7 +11,7 @@ WITH rows_ AS (
     SELECT * FROM v1.sample_columns
     UNION ALL BY NAME
     SELECT * FROM read_parquet(
-        v1.root() || '/**/samples/shard-*.parquet',
+        v1.root_glob() || '/**/samples/shard-*.parquet',
         union_by_name = true, filename = true, allow_empty = true)
 )
 SELECT

@@ -12,20 +12,28 @@ CREATE OR REPLACE VIEW v1.src_steps AS
 WITH rows_ AS (
     SELECT * FROM v1.step_columns
     UNION ALL BY NAME
+    -- Parts are listed before the compacted file, on purpose. Compaction renames steps.parquet
+    -- into place and only then deletes the parts, so a scan that lists parts first sees at
+    -- least one complete copy whatever instant it lands on (a part deleted between listing and
+    -- opening is an IO error that the reader retries, never a silent gap).
     SELECT * FROM read_parquet(
-        [v1.root() || '/**/steps.parquet', v1.root() || '/**/steps/part-*.parquet'],
+        [v1.root_glob() || '/**/steps/part-*.parquet', v1.root_glob() || '/**/steps.parquet'],
         union_by_name = true, filename = true, allow_empty = true)
-), compacted AS (
-    SELECT v1.rec_dir(file) AS rec_dir FROM glob(v1.root() || '/**/steps.parquet')
 ), located AS (
-    SELECT *, v1.rec_dir(filename) AS rec_dir FROM rows_
+    SELECT
+        *,
+        v1.rec_dir(filename) AS rec_dir,
+        -- decided from the files this very scan read: a second directory listing could see
+        -- the compaction at another instant and drop every row, or count every row twice
+        max(CASE WHEN filename LIKE '%/steps.parquet' THEN 1 ELSE 0 END)
+            OVER (PARTITION BY v1.rec_dir(filename)) AS compacted
+    FROM rows_
 )
 SELECT
-    * EXCLUDE (rec_dir, filename, "empty"),
+    * EXCLUDE (rec_dir, filename, compacted, "empty"),
     rec_dir,
     v1.run_dir(rec_dir) AS run_dir,
     v1.rank_of(rec_dir) AS rank,
     filename
 FROM located
-WHERE filename NOT LIKE '%/steps/part-%'
-   OR rec_dir NOT IN (SELECT rec_dir FROM compacted);
+WHERE compacted = 0 OR filename NOT LIKE '%/steps/part-%';

@@ -1,0 +1,51 @@
+-- name: feat_opt_grad_spikes
+-- kind: feature
+-- depends: steps
+-- doc: Every logged grad_norm step against the local level of its own run: log_ratio is
+-- doc: ln(grad_norm) minus the median, over the 21 surrounding bins, of the per-bin mean of
+-- doc: ln(grad_norm) (bins as in doctor_binned: at most 1,000 per run, one step each for runs of
+-- doc: up to 1,000 steps). A spike is a step far above that level; a slow trend moves the level
+-- doc: with it and never looks like a spike. noise_scale is the run's robust spread of log_ratio
+-- doc: (1.4826 MAD over all its steps), so a detector can ask for spikes that stand out from this
+-- doc: run's own noise rather than from a fixed multiple. Zero grad norms (steps skipped on dead
+-- doc: batches) carry no log value and no log_ratio; non-finite ones have nonfinite = true.
+-- columns: run_id VARCHAR, step BIGINT, grad_norm DOUBLE, log_level DOUBLE, log_ratio DOUBLE,
+-- columns: noise_scale DOUBLE, nonfinite BOOLEAN
+
+CREATE OR REPLACE VIEW v1.feat_opt_grad_spikes AS
+WITH g AS (
+    SELECT
+        run_id,
+        step,
+        grad_norm,
+        NOT isfinite(grad_norm) AS nonfinite,
+        CASE WHEN isfinite(grad_norm) AND grad_norm > 0 THEN ln(grad_norm) END AS lg
+    FROM v1.steps
+    WHERE grad_norm IS NOT NULL
+), extent AS (
+    SELECT run_id, min(step) AS step_min, greatest(1, CAST(ceil((max(step) - min(step) + 1) / 1000.0) AS BIGINT)) AS width
+    FROM g
+    GROUP BY run_id
+), tagged AS (
+    SELECT g.*, CAST(floor((g.step - e.step_min) / e.width) AS BIGINT) AS bin
+    FROM g
+    JOIN extent AS e ON e.run_id = g.run_id
+), bins AS (
+    SELECT run_id, bin, avg(lg) AS bin_lg
+    FROM tagged
+    GROUP BY run_id, bin
+), levels AS (
+    SELECT
+        run_id, bin,
+        median(bin_lg) OVER (PARTITION BY run_id ORDER BY bin ROWS BETWEEN 10 PRECEDING AND 10 FOLLOWING) AS log_level
+    FROM bins
+), ratios AS (
+    SELECT t.run_id, t.step, t.grad_norm, l.log_level, t.lg - l.log_level AS log_ratio, t.nonfinite
+    FROM tagged AS t
+    JOIN levels AS l ON l.run_id = t.run_id AND l.bin = t.bin
+)
+SELECT
+    run_id, step, grad_norm, log_level, log_ratio,
+    1.4826 * median(abs(log_ratio)) OVER (PARTITION BY run_id) AS noise_scale,
+    nonfinite
+FROM ratios;
