@@ -56,8 +56,8 @@ def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
 
     Example:
 
+    \b
         rlprobe doctor runs/my-run
-
         rlprobe doctor runs/ --json > findings.json
     """
     from rlprobe.doctor import diagnose_path

@@ -40,6 +40,7 @@ def ls_command(root: str, fmt: str, out: str | None) -> None:
 
     Example:
 
+    \b
         rlprobe ls runs/
     """
     from rlprobe.store import open_store
@@ -75,8 +76,8 @@ def query_command(run: str, sql: str, fmt: str, out: str | None) -> None:
 
     Example:
 
+    \b
         rlprobe query runs/my-run "SELECT step, reward_mean, kl_mean FROM steps WHERE step % 50 = 0"
-
         rlprobe query runs/ "SELECT run_id, max(kl_mean) FROM steps GROUP BY run_id" --csv
     """
     from rlprobe.store import open_store
@@ -106,6 +107,7 @@ def sql_command(run: str) -> None:
 
     Example:
 
+    \b
         rlprobe sql runs/my-run > views.sql && duckdb -init views.sql
     """
     from rlprobe.store import init_script, resolve
@@ -131,6 +133,7 @@ def shell_command(run: str) -> None:
 
     Example:
 
+    \b
         rlprobe shell runs/my-run
     """
     from rlprobe.store import init_script, resolve
@@ -167,8 +170,8 @@ def schema_command(run: str | None) -> None:
 
     Example:
 
+    \b
         rlprobe schema
-
         rlprobe schema runs/my-run
     """
     from rlprobe.store import open_store, sqlfiles
