@@ -54,8 +54,8 @@ def cli() -> None:
 
     Example:
 
+    \b
         rlprobe ls runs/
-
         rlprobe query runs/my-run "SELECT step, reward_mean, kl_mean FROM steps ORDER BY step"
     """
 
@@ -69,3 +69,4 @@ from rlprobe.cli import query as _query  # noqa: E402  (registers commands on cl
 
 __all__ = ["cli", "main"]
 from rlprobe.cli import doctor as _doctor  # noqa: E402
+from rlprobe.cli import synth as _synth  # noqa: E402

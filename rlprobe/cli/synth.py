@@ -1,0 +1,74 @@
+"""`rlprobe synth`: write a synthetic healthy or pathological recording (ground truth beside it)."""
+
+from __future__ import annotations
+
+import click
+
+from rlprobe.cli import cli
+
+
+def _valid_kinds() -> str:
+    from rlprobe.synth import HEALTHY_FAMILIES, SIGNATURES
+
+    return ", ".join(list(SIGNATURES) + ["healthy"] + [f"healthy:{f}" for f in HEALTHY_FAMILIES])
+
+
+def _check_kind(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from rlprobe.synth import HEALTHY_FAMILIES, SIGNATURES
+
+    low = value.strip().lower()
+    if low == "healthy" or (low.startswith("healthy:") and low.split(":", 1)[1] in HEALTHY_FAMILIES):
+        return low
+    if value.strip().upper() in SIGNATURES:
+        return value.strip().upper()
+    raise click.BadParameter(f"unknown pathology {value!r}; valid: {_valid_kinds()}", ctx=ctx, param=param)
+
+
+@cli.command("synth")
+@click.argument("run_dir", metavar="DIR", required=False, type=click.Path(file_okay=False, path_type=str))
+@click.option("--pathology", "kind", default="healthy", show_default=True, callback=_check_kind,
+              help="A signature ID, 'healthy' (a family drawn from the seed) or 'healthy:<family>'.")
+@click.option("--n-steps", type=click.IntRange(min=10), default=500, show_default=True, help="Optimizer steps to record.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed: onset, magnitude, noise and everything else.")
+@click.option("--algorithm", type=click.Choice(["grpo", "ppo"], case_sensitive=False), default=None,
+              help="Force the algorithm (default: drawn from the seed; some signatures force one).")
+@click.option("--noise", type=click.FloatRange(min=0.0), default=None, help="Noise scale (1 = typical; default: drawn from the seed).")
+@click.option("--samples-every", type=click.IntRange(min=0), default=1, show_default=True, help="Log samples every N steps (0 = none).")
+@click.option("--list", "list_only", is_flag=True, help="List the pathologies and healthy families, then exit.")
+def synth_command(run_dir: str | None, kind: str, n_steps: int, seed: int, algorithm: str | None, noise: float | None,
+                  samples_every: int, list_only: bool) -> None:
+    """Write a synthetic healthy or pathological recording into DIR.
+
+    The run goes through rlprobe.Recorder like a real one: step metrics with realistic
+    dynamics and noise, per-sample text, events. What it really is (kind, onset step,
+    magnitude, variant) is written to DIR/synth_truth.json, not into the recording, so the
+    doctor cannot see it. Same arguments, same run.
+
+    Example:
+
+    \b
+        rlprobe synth runs/ec --pathology ENTROPY_COLLAPSE --n-steps 800 --seed 3
+        rlprobe synth runs/ok --pathology healthy:easy_task
+        rlprobe synth --list
+    """
+    from rlprobe.synth import HEALTHY_FAMILIES, PATHOLOGIES, write_run
+
+    if list_only:
+        width = max(len(k) for k in PATHOLOGIES)
+        click.echo("pathologies (--pathology NAME):")
+        for name, text in PATHOLOGIES.items():
+            click.echo(f"  {name:<{width}}  {text}")
+        click.echo("\nhealthy families (--pathology healthy:<family>; 'healthy' draws one from the seed):")
+        for name, text in HEALTHY_FAMILIES.items():
+            click.echo(f"  {'healthy:' + name:<{width}}  {text}")
+        return
+    if run_dir is None:
+        raise click.UsageError("missing argument DIR (or use --list)")
+    try:
+        truth = write_run(run_dir, kind, n_steps=n_steps, seed=seed, algorithm=algorithm, noise=noise, samples_every=samples_every)
+    except FileExistsError as exc:
+        raise click.UsageError(str(exc)) from exc
+    what = truth.pathology or f"healthy:{truth.family}"
+    onset = f", onset at step {truth.onset_step}" if truth.onset_step is not None else ""
+    variant = f" ({truth.variant})" if truth.variant else ""
+    click.echo(f"wrote {truth.n_steps} steps of {what}{variant}{onset} [{truth.algorithm}] to {run_dir}; truth in synth_truth.json")

@@ -1,0 +1,392 @@
+"""Synthetic runs: deterministic, varied, well-formed, and each failure really shows in its data."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import rlprobe
+from rlprobe.cli import cli
+from rlprobe.synth import HEALTHY_FAMILIES, PATHOLOGIES, SIGNATURES, make_run, write_run
+
+KINDS = list(SIGNATURES) + [f"healthy:{f}" for f in HEALTHY_FAMILIES]
+DELIBERATE_NAN = {"loss", "grad_norm", "grad_norm_post_clip", "weight_update_ratio"}  # GRAD_PATHOLOGY only
+
+
+def _med(a: np.ndarray) -> float:
+    a = a[np.isfinite(a)]
+    return float(np.median(a)) if a.size else float("nan")
+
+
+def noise_tol(run, name: str) -> float:
+    """Three standard errors of a 5-step median of the series before the onset (noise-aware slack)."""
+    a = run.series[name] if name in run.series else run.components[name]
+    a = a[: run.truth.onset_step - 1]
+    a = a[np.isfinite(a)]
+    sd = 1.4826 * np.median(np.abs(np.diff(a))) / np.sqrt(2) if a.size > 2 else 0.0
+    return 3 * sd / np.sqrt(5)
+
+
+def at_onset(run, name: str) -> float:
+    """Median of a series over the few steps around the onset."""
+    a = run.series[name] if name in run.series else run.components[name]
+    onset = run.truth.onset_step - 1
+    return _med(a[max(0, onset - 3) : onset + 3])
+
+
+def before_after(run, name: str) -> tuple[float, float, float]:
+    """Median of a series early in the run, just before the onset, and over the last 15%."""
+    a = run.series[name] if name in run.series else run.components[name]
+    onset, n = run.truth.onset_step - 1, len(run.steps)
+    early = _med(a[: max(5, n // 10)])
+    before = _med(a[max(0, onset - max(5, onset // 10)) : onset])
+    late = _med(a[int(0.85 * n) :])
+    return early, before, late
+
+
+# -- the catalog ----------------------------------------------------------------------------
+def test_catalog_names_every_signature_once():
+    assert len(SIGNATURES) == 18 and len(set(SIGNATURES)) == 18
+    assert list(PATHOLOGIES) == list(SIGNATURES)
+    assert {"steady", "reasoning_growth", "warmup_transient", "noisy_grad", "late_saturation", "easy_task",
+            "sparse_logging", "short", "ppo"} <= set(HEALTHY_FAMILIES)
+
+
+def test_unknown_kind_names_the_valid_ones():
+    with pytest.raises(ValueError, match="KL_BLOWUP"):
+        make_run("NOT_A_THING")
+    with pytest.raises(ValueError, match="steady"):
+        make_run("healthy:nope")
+
+
+# -- determinism and variety ------------------------------------------------------------------
+def test_same_seed_same_run():
+    a, b = make_run("entropy_collapse", n_steps=300, seed=7), make_run("ENTROPY_COLLAPSE", n_steps=300, seed=7)
+    assert a.truth == b.truth
+    assert a.series.keys() == b.series.keys()
+    for name in a.series:
+        np.testing.assert_array_equal(a.series[name], b.series[name])
+    assert a.samples(200) == b.samples(200)
+
+
+def test_healthy_draws_a_family_from_the_seed():
+    families = {make_run("healthy", n_steps=120, seed=s).truth.family for s in range(30)}
+    assert len(families) >= 6
+    drawn = make_run("healthy", n_steps=200, seed=3)
+    named = make_run(f"healthy:{drawn.truth.family}", n_steps=200, seed=3)
+    np.testing.assert_array_equal(drawn.series["reward_mean"], named.series["reward_mean"])
+
+
+def test_seeds_differ_in_onset_magnitude_noise_and_fields():
+    runs = [make_run("KL_BLOWUP", n_steps=500, seed=s) for s in range(12)]
+    assert len({r.truth.onset_step for r in runs}) >= 8
+    assert len({round(r.truth.magnitude, 6) for r in runs}) == 12
+    assert len({round(r.truth.noise, 6) for r in runs}) == 12
+    assert len({r.truth.fields_logged for r in runs}) >= 6
+    onsets = np.array([r.truth.onset_step for r in runs])
+    assert onsets.min() >= 15 and onsets.max() <= 0.75 * 500
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_generates_at_every_length(kind):
+    for n in (60, 500, 3000):
+        run = make_run(kind, n_steps=n, seed=11)
+        t = run.truth
+        assert run.steps[0] == 1 and len(run.steps) == t.n_steps
+        assert t.n_steps == n or (t.family == "short" and 25 <= t.n_steps <= min(n, 99))
+        assert (t.onset_step is None) == (t.pathology is None)
+        if t.onset_step is not None:
+            assert 3 <= t.onset_step < t.n_steps
+        for name, values in run.series.items():
+            assert values.dtype == np.float64 and len(values) == t.n_steps
+            logged = run.logged(name)
+            assert logged.any(), name
+            if not (t.pathology == "GRAD_PATHOLOGY" and name in DELIBERATE_NAN):
+                assert np.isfinite(values[logged]).all(), (name, n)
+            assert np.isnan(values[~logged]).all()
+        for values in run.components.values():
+            assert np.isfinite(values).all()
+        if run.kl_positional is not None:
+            assert run.kl_positional.shape == (t.n_steps, 8)
+        assert set(t.fields_logged) >= set(run.series)
+
+
+def test_make_run_is_fast_at_5000_steps():
+    import time
+
+    make_run("healthy:steady", n_steps=200, seed=0)  # warm imports
+    start = time.perf_counter()
+    for kind in ("ENTROPY_BLOWUP", "GRAD_PATHOLOGY", "healthy:reasoning_growth"):
+        make_run(kind, n_steps=5000, seed=1)
+    assert (time.perf_counter() - start) / 3 < 0.1
+
+
+# -- each failure shows in its main input, after its onset --------------------------------------
+def _kl_blowup(r):
+    _, before, late = before_after(r, "kl_mean")
+    return late / before > 3 and before_after(r, "kl_max")[2] > late
+
+
+def _entropy_collapse(r):
+    early, _, late = before_after(r, "entropy_mean")
+    return late / early < 0.2
+
+
+def _hack(r):
+    _, lb, la = before_after(r, "completion_len_mean")
+    _, rb, ra = before_after(r, "reward_mean")
+    correct = r.trainer_config["reward_funcs"][0]
+    ca = before_after(r, correct)[2]
+    return la / lb > 1.5 and ra > rb and ca <= at_onset(r, correct) + 0.05 + noise_tol(r, correct)
+
+
+def _format(r):
+    correct, fmt = r.trainer_config["reward_funcs"][:2]
+    _, fb, fa = before_after(r, fmt)
+    ca = before_after(r, correct)[2]
+    return fa >= 0.95 and fb < 0.9 and ca <= at_onset(r, correct) + 0.05 + noise_tol(r, correct)
+
+
+def _clip(r):
+    _, before, late = before_after(r, "clip_fraction")
+    return late >= 0.2 and before <= 0.15 and before_after(r, "ratio_p95")[2] > before_after(r, "ratio_p95")[1]
+
+
+def _degenerate(r):
+    _, before, late = before_after(r, "zero_variance_group_frac")
+    _, gb, ga = before_after(r, "group_reward_std_mean")
+    return late >= 0.75 and late - before >= 0.3 and ga < 0.3 * gb
+
+
+def _adv(r):
+    _, sb, sa = before_after(r, "adv_std")
+    _, rb, ra = before_after(r, "reward_std")
+    return sa < 0.1 * sb and before_after(r, "adv_zero_frac")[2] > 0.5 and ra > 0.5 * rb
+
+
+def _value(r):
+    _, vb, va = before_after(r, "value_loss")
+    return before_after(r, "value_explained_variance")[2] < 0 and va / vb > 3
+
+
+def _grad(r):
+    onset = r.truth.onset_step - 1
+    g, nans = r.series["grad_norm"], r.series["nan_count"] + r.series["inf_count"]
+    if r.truth.variant == "nan":
+        return nans[onset:].sum() > 0 and nans[:onset].sum() == 0 and np.isnan(r.series["loss"][onset:]).any()
+    base = _med(g[:onset])
+    if r.truth.variant == "spikes":
+        return (g[onset:] > 10 * base).sum() >= 3
+    return _med(g[int(0.9 * len(g)) :]) > 10 * base
+
+
+def _trunc(r):
+    _, before, late = before_after(r, "truncation_rate")
+    return late >= 0.25 and before <= 0.05 and before_after(r, "eos_rate")[2] <= 0.75
+
+
+def _repetition(r):
+    _, before, late = before_after(r, "repetition_rate")
+    return late >= 0.2 and late >= 3 * before
+
+
+def _std_death(r):
+    _, before, late = before_after(r, "reward_std")
+    return late < 0.2 * before
+
+
+def _drift(r):
+    kp = r.kl_positional
+    rows = np.flatnonzero(np.isfinite(kp[:, 0]) & (np.nansum(kp, axis=1) > 0))
+    share = np.sort(kp[rows] / kp[rows].sum(axis=1, keepdims=True), axis=1)[:, -2:].sum(axis=1)
+    onset = r.truth.onset_step - 1
+    return np.median(share[rows >= 0.85 * len(r.steps)]) >= 0.55 and np.median(share[rows < onset]) <= 0.45
+
+
+def _throughput(r):
+    _, before, late = before_after(r, "step_time_s")
+    return late / before >= 1.3
+
+
+def _blowup(r):
+    _, before, _ = before_after(r, "entropy_mean")
+    onset = r.truth.onset_step - 1
+    return np.nanmax(r.series["entropy_mean"][onset:]) >= 2.5 * before
+
+
+def _stale(r):
+    _, before, late = before_after(r, "batch_age")
+    return late >= 2.5 and before <= 2.0
+
+
+def _mismatch(r):
+    _, before, late = before_after(r, "logprob_mismatch")
+    return late >= 0.02 and before <= 0.015
+
+
+def _reward_collapse(r):
+    early, before, late = before_after(r, "reward_mean")
+    return before > early - noise_tol(r, "reward_mean") and before - late >= 0.4 * (before - min(early, late))
+
+
+MAIN_SIGNAL = {
+    "KL_BLOWUP": _kl_blowup, "ENTROPY_COLLAPSE": _entropy_collapse, "REWARD_HACK_LENGTH": _hack,
+    "FORMAT_GAMING": _format, "CLIP_SATURATION": _clip, "DEGENERATE_GROUPS": _degenerate, "ADV_COLLAPSE": _adv,
+    "VALUE_DIVERGENCE": _value, "GRAD_PATHOLOGY": _grad, "TRUNCATION_STARVE": _trunc, "REPETITION_SPIRAL": _repetition,
+    "REWARD_STD_DEATH": _std_death, "REF_POLICY_DRIFT_ASYMMETRY": _drift, "THROUGHPUT_ROT": _throughput,
+    "ENTROPY_BLOWUP": _blowup, "STALE_ROLLOUTS": _stale, "TRAIN_INFERENCE_MISMATCH": _mismatch,
+    "REWARD_COLLAPSE": _reward_collapse,
+}
+
+
+def test_every_signature_has_a_main_signal_check():
+    assert set(MAIN_SIGNAL) == set(SIGNATURES)
+
+
+@pytest.mark.parametrize("sig", SIGNATURES)
+def test_main_input_changes_after_onset(sig):
+    failures = []
+    for seed in range(6):
+        for n in (200, 1000):
+            run = make_run(sig, n_steps=n, seed=seed)
+            if not MAIN_SIGNAL[sig](run):
+                failures.append((seed, n, run.truth.variant))
+    assert not failures, failures
+
+
+def test_healthy_traps_stay_within_natural_ranges():
+    for family in HEALTHY_FAMILIES:
+        for seed in range(4):
+            run = make_run(f"healthy:{family}", n_steps=600, seed=seed)
+            s = run.series
+            if "entropy_mean" in s:  # natural decline, not collapse; transients, not blow-ups
+                ent = s["entropy_mean"]
+                early = _med(ent[: max(5, len(ent) // 10)])
+                assert _med(ent[-max(5, len(ent) // 10) :]) / early > 0.2, (family, seed)
+            if "clip_fraction" in s:
+                assert _med(s["clip_fraction"][len(s["clip_fraction"]) // 5 :]) < 0.15
+            if "batch_age" in s:
+                assert np.nanmax(s["batch_age"]) < 3
+            if "logprob_mismatch" in s:
+                assert _med(s["logprob_mismatch"]) < 0.015
+            if "value_explained_variance" in s:
+                ev = s["value_explained_variance"]
+                assert _med(ev[len(ev) // 3 :]) > 0.2
+            assert all(np.isfinite(v[run.logged(k)]).all() for k, v in s.items())
+
+
+def test_easy_task_is_mostly_zero_variance_from_the_start():
+    run = make_run("healthy:easy_task", n_steps=300, seed=2)
+    assert _med(run.series["zero_variance_group_frac"][:30]) >= 0.3
+    assert _med(run.series["reward_mean"]) > 0.6
+
+
+def test_short_family_is_short():
+    assert make_run("healthy:short", n_steps=3000, seed=5).truth.n_steps < 100
+
+
+def test_value_divergence_forces_ppo_and_degenerate_groups_forces_grpo():
+    assert make_run("VALUE_DIVERGENCE", n_steps=200, seed=0, algorithm="grpo").truth.algorithm == "ppo"
+    assert make_run("DEGENERATE_GROUPS", n_steps=200, seed=0, algorithm="ppo").truth.algorithm == "grpo"
+    ppo = make_run("healthy:ppo", n_steps=200, seed=0)
+    assert "value_loss" in ppo.series and "zero_variance_group_frac" not in ppo.series
+
+
+# -- samples -----------------------------------------------------------------------------------
+def test_grpo_samples_come_in_groups_sharing_a_prompt():
+    run = make_run("healthy:steady", n_steps=100, seed=1, algorithm="grpo")
+    samples = run.samples(50)
+    groups: dict[str, list[dict]] = {}
+    for s in samples:
+        groups.setdefault(s["group_id"], []).append(s)
+    assert all(len(g) == run.truth.group_size for g in groups.values())
+    assert all(len({s["prompt_text"] for s in g}) == 1 for g in groups.values())
+    assert {"prompt_text", "completion_text", "reward_total", "reward_components", "advantage", "logprob_mean",
+            "kl_contribution", "completion_len", "truncated", "group_id"} <= set(samples[0])
+    assert any(re.search(r"\d", s["completion_text"]) for s in samples)
+
+
+def test_sample_text_shows_the_failure():
+    late = lambda run: run.samples(int(0.97 * run.truth.n_steps))  # noqa: E731
+    loops = late(make_run("REPETITION_SPIRAL", n_steps=300, seed=2))
+    assert any(max(Counter_ngrams(s["completion_text"]).values()) >= 6 for s in loops)
+    soup = late(make_run("ENTROPY_BLOWUP", n_steps=300, seed=2))
+    assert sum(s["truncated"] for s in soup) >= len(soup) // 2
+    assert any(not s["completion_text"].isascii() for s in soup)
+    hack = [s for st in range(280, 300) for s in make_run("REWARD_HACK_LENGTH", n_steps=300, seed=2).samples(st)]
+    lengths, rewards = np.array([s["completion_len"] for s in hack]), np.array([s["reward_total"] for s in hack])
+    assert np.corrcoef(np.log(lengths), rewards)[0, 1] > 0.2
+    run = make_run("DEGENERATE_GROUPS", n_steps=300, seed=2)
+    groups: dict[str, set[float]] = {}
+    for s in late(run):
+        groups.setdefault(s["group_id"], set()).add(s["reward_total"])
+    assert sum(len(v) == 1 for v in groups.values()) >= len(groups) // 2
+
+
+def Counter_ngrams(text: str, n: int = 4) -> dict[tuple[str, ...], int]:
+    words = text.split()
+    counts: dict[tuple[str, ...], int] = {}
+    for i in range(len(words) - n + 1):
+        key = tuple(words[i : i + n])
+        counts[key] = counts.get(key, 0) + 1
+    return counts or {(): 0}
+
+
+# -- recording ---------------------------------------------------------------------------------
+def test_write_run_records_a_readable_run_and_keeps_truth_outside(tmp_path):
+    run_dir = tmp_path / "run"
+    truth = write_run(run_dir, "KL_BLOWUP", n_steps=120, seed=4, samples_every=2)
+    con = rlprobe.connect(str(run_dir))
+    assert con.sql("SELECT count(*), min(step), max(step) FROM steps").fetchall()[0] == (120, 1, 120)
+    n_samples = con.sql("SELECT count(*) FROM samples").fetchall()[0][0]
+    assert 0 < n_samples <= 60 * 8
+    assert con.sql("SELECT algorithm FROM manifest").fetchall()[0][0] == truth.algorithm
+    kinds = {k for (k,) in con.sql("SELECT DISTINCT kind FROM events").fetchall()}
+    assert {"train_begin", "train_end"} <= kinds
+    kl = [v for (v,) in con.sql("SELECT kl_mean FROM steps ORDER BY step").fetchall()]
+    assert kl[-1] > kl[truth.onset_step - 2]
+    saved = json.loads((run_dir / "synth_truth.json").read_text())
+    assert saved["pathology"] == "KL_BLOWUP" and saved["onset_step"] == truth.onset_step
+    manifest = (run_dir / "manifest.json").read_text()
+    assert "KL_BLOWUP" not in manifest and "onset" not in manifest
+    with pytest.raises(FileExistsError):
+        write_run(run_dir, "KL_BLOWUP", n_steps=120, seed=4)
+
+
+def test_write_run_records_nan_losses_and_nan_events(tmp_path):
+    seed = next(s for s in range(50) if make_run("GRAD_PATHOLOGY", n_steps=80, seed=s).truth.variant == "nan")
+    truth = write_run(tmp_path / "nan", "GRAD_PATHOLOGY", n_steps=80, seed=seed, samples_every=0)
+    con = rlprobe.connect(str(tmp_path / "nan"))
+    assert con.sql("SELECT count(*) FROM steps WHERE isnan(loss)").fetchall()[0][0] > 0
+    first = con.sql("SELECT min(step) FROM events WHERE kind = 'nan_detected'").fetchall()[0][0]
+    assert first == truth.onset_step
+
+
+# -- the command -------------------------------------------------------------------------------
+def test_cli_synth_writes_a_run(tmp_path):
+    result = CliRunner().invoke(cli, ["synth", str(tmp_path / "r"), "--pathology", "entropy_blowup", "--n-steps", "80", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    assert "ENTROPY_BLOWUP" in result.output
+    assert json.loads((tmp_path / "r" / "synth_truth.json").read_text())["n_steps"] == 80
+
+
+def test_cli_synth_list_and_bad_name():
+    listed = CliRunner().invoke(cli, ["synth", "--list"])
+    assert listed.exit_code == 0
+    assert all(name in listed.output for name in SIGNATURES)
+    assert all(f"healthy:{f}" in listed.output for f in HEALTHY_FAMILIES)
+    bad = CliRunner().invoke(cli, ["synth", "somewhere", "--pathology", "NOPE"])
+    assert bad.exit_code == 2
+    assert "KL_BLOWUP" in bad.output
+
+
+def test_synth_stays_on_the_write_side():
+    code = "import sys, rlprobe.synth; bad = {'torch', 'duckdb', 'rlprobe.store'} & set(sys.modules); print(sorted(bad))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
