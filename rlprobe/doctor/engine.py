@@ -15,7 +15,7 @@ from rlprobe.doctor.custom import run_custom_detectors
 from rlprobe.doctor.findings import Diagnosis, Finding, Skipped, rank
 from rlprobe.doctor.registry import all_detectors
 from rlprobe.errors import NotARecording
-from rlprobe.schemas import STEP_COLUMN_TYPES
+from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
 from rlprobe.store import sqlfiles
 from rlprobe.store.engine import open_store, run
 
@@ -102,14 +102,39 @@ def _runs_of(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return table.to_pylist()
 
 
+def _create_features(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the doctor's feature views (sql/v*/detectors/) over v1.steps and v1.samples."""
+    for f in sqlfiles.load(max(sqlfiles.versions())):
+        if f.kind == "feature":
+            run(con, f.sql, fetch="none")
+
+
+def _materialize(con: duckdb.DuckDBPyConnection) -> None:
+    """Read one run's steps and samples once (detectors query them many times), then build
+    the feature views over the in-memory copies."""
+    for view in ("steps", "samples"):
+        run(con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view}", fetch="none")
+        run(con, f"CREATE OR REPLACE VIEW v1.{view} AS SELECT * FROM doctor_{view}", fetch="none")
+    _create_features(con)
+
+
 def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None) -> list[Diagnosis]:
-    """Diagnose a run or every run below a root; runs without steps are left out."""
+    """Diagnose a run or every run below a root; runs without steps are left out.
+
+    A root is diagnosed run by run, each over its own files only, so the cost grows with the
+    runs' sizes and never with the root's size times the number of detector queries.
+    """
     cfg = load_config(config_path, config)
     store = open_store(path)
     runs = _runs_of(store.con)
     if not runs:
         raise NotARecording(f"{path} has no steps recorded yet: nothing to diagnose")
-    return _diagnose_connection(store.con, runs, cfg)
+    out: list[Diagnosis] = []
+    for info in runs:
+        con = store.con if store.target.kind == "run" else open_store(info["run_dir"]).con
+        _materialize(con)
+        out += _diagnose_connection(con, [info], cfg)
+    return out
 
 
 def diagnose(run_dir: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None) -> list[Finding]:
@@ -127,12 +152,14 @@ def in_memory_connection(steps: pa.Table, samples: pa.Table | None = None) -> du
     con.register("rlprobe_steps_input", steps)
     con.execute("CREATE VIEW v1.steps AS SELECT * FROM rlprobe_steps_input")
     if samples is None:
-        samples = pa.table({"run_id": pa.array([], pa.string()), "step": pa.array([], pa.int64()), "sample_id": pa.array([], pa.string()), "advantage": pa.array([], pa.float64())})
+        samples = pa.table({"run_id": pa.array([], pa.string())})
+    for name, sql_type in SAMPLE_COLUMN_TYPES.items():  # every column the samples view has on disk
+        if name not in samples.column_names:
+            arrow_type = {"BIGINT": pa.int64(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(), "BIGINT[]": pa.list_(pa.int64())}.get(sql_type, pa.string())
+            samples = samples.append_column(name, pa.nulls(samples.num_rows, arrow_type))
     con.register("rlprobe_samples_input", samples)
     con.execute("CREATE VIEW v1.samples AS SELECT * FROM rlprobe_samples_input")
-    for f in sqlfiles.load(max(sqlfiles.versions())):
-        if f.kind == "feature":
-            con.execute(f.sql)
+    _create_features(con)
     return con
 
 

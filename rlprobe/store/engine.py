@@ -70,8 +70,12 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def init_script(target: Target, version: int | None = None) -> str:
-    """The SQL that creates every view over target: absolute paths, runnable by any DuckDB."""
+def init_script(target: Target, version: int | None = None, features: bool = True) -> str:
+    """The SQL that creates every view over target: absolute paths, runnable by any DuckDB.
+
+    features=False leaves out the doctor's feature views: creating a view binds it, and each
+    of those binds the whole chain down to the files, which a plain query does not need.
+    """
     version = version or max(sqlfiles.versions())
     lines = [
         f"-- rlprobe {__version__}: views over {target.path} (recording format v{SCHEMA_VERSION})",
@@ -84,7 +88,8 @@ def init_script(target: Target, version: int | None = None) -> str:
             continue
         lines.append(f"CREATE SCHEMA IF NOT EXISTS v{v};")
         for f in sqlfiles.load(v):
-            lines += ["", f.text.rstrip()]
+            if features or f.kind != "feature":
+                lines += ["", f.text.rstrip()]
     lines += ["", f"-- unqualified names point at the newest contract, v{version}"]
     for f in sqlfiles.public_views(version):
         lines.append(f"CREATE OR REPLACE VIEW main.{f.name} AS SELECT * FROM v{version}.{f.name};")
@@ -109,7 +114,7 @@ def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Stor
     con = duckdb.connect(":memory:")
     if threads:
         con.execute(f"SET threads = {int(threads)}")
-    script = init_script(target)
+    script = init_script(target, features=False)
     for attempt in range(_TRANSIENT_RETRIES + 1):
         try:
             con.execute(script)  # binding the views globs and opens files, so it can race too
