@@ -84,12 +84,23 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def _float_columns(table: pa.Table) -> list[str]:
+    return [f.name for f in table.schema if pa.types.is_floating(f.type)]
+
+
 def atomic_write_table(path: Path, table: pa.Table) -> None:
     """Write a parquet file via a hidden temp file and a rename; never leaves a torn file."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    floats = _float_columns(table)
+    # Metric series are high-entropy doubles: dictionaries never pay off for them, and byte-
+    # stream-split lets zstd find the shared exponents (about a third smaller on real series).
+    dictionary = [f.name for f in table.schema if f.name not in floats]
     try:
         with open(tmp, "wb") as fh:
-            pq.write_table(table, fh, compression=PARQUET_COMPRESSION)
+            pq.write_table(
+                table, fh, compression=PARQUET_COMPRESSION,
+                use_dictionary=dictionary or False, use_byte_stream_split=floats or False,
+            )
             fh.flush()
             os.fsync(fh.fileno())  # the rename must never publish a file the OS has not kept
         os.replace(tmp, path)
