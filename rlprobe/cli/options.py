@@ -56,6 +56,31 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
+def emit_table(columns: Sequence[str], types: Sequence[str], table: Any, fmt: str) -> None:
+    """Print an Arrow result: CSV through DuckDB's writer (fast, quotes only where needed),
+    other formats through Python rows."""
+    if fmt != "csv":
+        emit_rows(columns, types, [tuple(r.values()) for r in table.to_pylist()], fmt)
+        return
+    import os
+    import shutil
+    import tempfile
+
+    import duckdb
+
+    fd, path = tempfile.mkstemp(suffix=".csv", prefix="rlprobe-")
+    os.close(fd)
+    try:
+        con = duckdb.connect(":memory:")
+        con.from_arrow(table).write_csv(path, header=True)
+        sys.stdout.flush()
+        with open(path, "rb") as fh:
+            shutil.copyfileobj(fh, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    finally:
+        os.unlink(path)
+
+
 def emit_rows(columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) -> None:
     """Print rows as an aligned table, CSV or JSON (JSON-typed columns stay structured)."""
     if fmt == "json":

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from rlprobe.cli import cli
-from rlprobe.cli.options import emit_rows, output_options, run_argument
+from rlprobe.cli.options import emit_rows, emit_table, output_options, run_argument
 from rlprobe.errors import QueryError, ToolMissing
 
 _MIN_DUCKDB_CLI = (2, 0)
@@ -90,10 +90,10 @@ def query_command(run: str, sql: str, fmt: str, out: str | None) -> None:
     if out:
         _write_parquet(store, sql, out)
         return
-    result = store.rows(sql)
+    result = store.typed_table(sql)
     if result is None:
         return
-    emit_rows(*result, fmt)
+    emit_table(*result, fmt)
 
 
 @cli.command("sql")

@@ -44,6 +44,10 @@ class Store:
         """Run sql over the views and return a pyarrow Table (one-line errors, retries)."""
         return run(self.con, sql, params, "arrow")
 
+    def typed_table(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[str], Any] | None:
+        """Run sql and return (column names, SQL type names, pyarrow Table); None if no result."""
+        return run(self.con, sql, params, "typed")
+
     def rows(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
         """Run sql over the views and return (column names, SQL type names, rows)."""
         return run(self.con, sql, params, "rows")
@@ -158,7 +162,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def run(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None, fetch: str = "arrow") -> Any:
-    """Run sql and fetch the result ("arrow" table, "rows" as (columns, types, tuples), or "none").
+    """Run sql and fetch the result ("arrow" table, "rows" as (columns, types, tuples), "typed" as (columns, types, arrow table), or "none").
 
     Reads that raced a compaction (a part file deleted between DuckDB's glob and its read) are
     retried; every other error becomes one line.
@@ -170,6 +174,8 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None =
                 return None
             if fetch == "rows":
                 return rel.columns, [str(t) for t in rel.types], rel.fetchall()
+            if fetch == "typed":
+                return rel.columns, [str(t) for t in rel.types], rel.to_arrow_table()
             return rel.to_arrow_table()
         except duckdb.IOException as exc:
             if attempt < _TRANSIENT_RETRIES and _is_vanished_file(exc):
