@@ -74,18 +74,20 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def init_script(target: Target, version: int | None = None, features: bool = True) -> str:
+def init_script(target: Target, version: int | None = None, features: bool = True, bind_root: str | None = None) -> str:
     """The SQL that creates every view over target: absolute paths, runnable by any DuckDB.
 
-    features=False leaves out the doctor's feature views: creating a view binds it, and each
-    of those binds the whole chain down to the files, which a plain query does not need.
+    features=False leaves out the doctor's feature views. bind_root makes the views bind
+    against another (empty) folder while they are created: DuckDB binds a view when creating
+    it, which lists and opens every file below the root for each view, and binds it again at
+    query time anyway (new files and columns show up), so the real root is set only at the end.
     """
     version = version or max(sqlfiles.versions())
     lines = [
         f"-- rlprobe {__version__}: views over {target.path} (recording format v{SCHEMA_VERSION})",
         "-- Run in any DuckDB session (.read this file in the duckdb CLI); query steps, samples,",
         "-- events, runs, manifest. Regenerate with: rlprobe sql PATH",
-        f"SET VARIABLE rlprobe_root = {_quote(str(target.path))};",
+        f"SET VARIABLE rlprobe_root = {_quote(bind_root or str(target.path))};",
     ]
     for v in sqlfiles.versions():
         if v > version:
@@ -97,11 +99,14 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
     lines += ["", f"-- unqualified names point at the newest contract, v{version}"]
     for f in sqlfiles.public_views(version):
         lines.append(f"CREATE OR REPLACE VIEW main.{f.name} AS SELECT * FROM v{version}.{f.name};")
+    if bind_root:
+        lines.append(f"SET VARIABLE rlprobe_root = {_quote(str(target.path))};")
     return "\n".join(lines) + "\n"
 
 
-def _check_versions(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Refuse newer recordings up front; return warnings for unreadable manifests."""
+def _check_versions(con: duckdb.DuckDBPyConnection) -> tuple[list[str], int]:
+    """Refuse newer recordings up front; return warnings for unreadable manifests, and how
+    many manifests there are."""
     warnings: list[str] = []
     _, _, rows = run(con, "SELECT run_dir, ok, schema_version FROM v1.manifest_files ORDER BY run_dir", fetch="rows")
     for run_dir, ok, schema_version in rows:
@@ -109,7 +114,7 @@ def _check_versions(con: duckdb.DuckDBPyConnection) -> list[str]:
             warnings.append(f"{run_dir}/manifest.json is not valid JSON; its data files are read without it")
             continue
         versions.check(schema_version, run_dir)
-    return warnings
+    return warnings, len(rows)
 
 
 def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Store:
@@ -118,7 +123,7 @@ def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Stor
     con = duckdb.connect(":memory:")
     if threads:
         con.execute(f"SET threads = {int(threads)}")
-    script = init_script(target, features=False)
+    script = init_script(target, features=False, bind_root=str(sqlfiles.sql_root() / "_bind_without_files"))
     for attempt in range(_TRANSIENT_RETRIES + 1):
         try:
             con.execute(script)  # binding the views globs and opens files, so it can race too
@@ -130,9 +135,10 @@ def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Stor
             raise QueryError(f"cannot read {target.path}: {_first_line(exc)}") from exc
         except duckdb.Error as exc:  # a broken sql/ is our bug; say so plainly
             raise CorruptRecording(f"could not create rlprobe's views: {_first_line(exc)}") from exc
-    store = Store(con, target, _check_versions(con))
-    if target.kind == "root":
-        found = run(con, "SELECT count(*) FROM runs", fetch="rows")[2][0][0]
+    warnings, manifests = _check_versions(con)
+    store = Store(con, target, warnings)
+    if target.kind == "root" and not manifests:
+        found = run(con, "SELECT count(*) FROM runs", fetch="rows")[2][0][0]  # runs without manifests
         if not found:
             raise NotARecording(
                 f"{target.path} holds no rlprobe recording: expected run directories with a "
@@ -142,10 +148,8 @@ def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Stor
 
 
 def empty_store() -> Store:
-    """Views over an empty folder: every view with its fixed columns and no rows."""
-    import tempfile
-
-    target = Target(Path(tempfile.mkdtemp(prefix="rlprobe-empty-")), "root")
+    """Views over a folder that does not exist: every view with its fixed columns, no rows."""
+    target = Target(sqlfiles.sql_root() / "_bind_without_files", "root")
     con = duckdb.connect(":memory:")
     con.execute(init_script(target))
     return Store(con, target)
