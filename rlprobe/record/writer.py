@@ -136,7 +136,9 @@ class RunWriter:
             atomic_write_bytes(self.run_dir / "manifest.json", manifest.model_dump_json(indent=2).encode())
         self._next_part = self._next_index(self.steps_dir, _PART_RE)
         self._shard_index = self._next_index(self.samples_dir, _SHARD_RE)
-        self._shard_rows: list[dict[str, Any]] = []
+        # The open (partial) shard, kept as Arrow: each flush converts only the new rows and
+        # rewrites the shard file whole, atomically.
+        self._shard: pa.Table | None = None
 
     # -- set-up -------------------------------------------------------------------------
     def _load_own_manifest(self, fallback: RunManifest) -> RunManifest:
@@ -217,15 +219,17 @@ class RunWriter:
         try:
             self.samples_dir.mkdir(exist_ok=True)
             while written < len(rows):
-                chunk = rows[written : written + SAMPLES_PER_SHARD - len(self._shard_rows)]
-                shard = self._shard_rows + chunk
-                atomic_write_table(self.samples_dir / f"shard-{self._shard_index:05d}.parquet", _table(shard, SAMPLE_COLUMN_TYPES))
+                held = self._shard.num_rows if self._shard is not None else 0
+                chunk = rows[written : written + SAMPLES_PER_SHARD - held]
+                new = _table(chunk, SAMPLE_COLUMN_TYPES)
+                shard = new if self._shard is None else pa.concat_tables([self._shard, new], promote_options="permissive")
+                atomic_write_table(self.samples_dir / f"shard-{self._shard_index:05d}.parquet", shard)
                 written += len(chunk)
-                if len(shard) == SAMPLES_PER_SHARD:
+                if shard.num_rows >= SAMPLES_PER_SHARD:
                     self._shard_index += 1
-                    self._shard_rows = []
+                    self._shard = None
                 else:
-                    self._shard_rows = shard
+                    self._shard = shard
         except Exception as exc:
             raise PartialWrite(written, exc) from exc
 
