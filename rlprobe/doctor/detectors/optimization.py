@@ -1,3 +1,805 @@
-"""Signatures of optimization: see docs/signatures/."""
+"""Signatures of the optimization itself: clipping, advantages, the value head, gradients, and
+the off-policy gap between the rollouts and the policy being trained. See docs/signatures/.
+"""
 
 from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from rlprobe.doctor.context import DetectorContext, MetricFeatures
+from rlprobe.doctor.detectors._common import Episode, baseline_end, confidence, find_episode, make_finding, sustain_points
+from rlprobe.doctor.findings import Finding, Severity
+from rlprobe.doctor.registry import DETECTORS, detector
+from rlprobe.doctor.stats import mann_kendall, normal_sf
+
+_SEVERITY_RANK = {"info": 0, "warn": 1, "critical": 2}
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers shared by this module
+# ---------------------------------------------------------------------------------------------
+def _usable(feat: MetricFeatures | None, min_points: int = 10) -> bool:
+    return feat is not None and len(feat) >= min_points and bool(np.isfinite(feat.smooth).any())
+
+
+def _aligned(ctx: DetectorContext, metric: str, steps: np.ndarray, what: str = "smooth") -> np.ndarray | None:
+    """Another metric's feature column (smooth or ratio) interpolated onto the given steps."""
+    feat = ctx.features(metric)
+    if feat is None or len(feat) == 0:
+        return None
+    values = getattr(feat, what)
+    ok = np.isfinite(values)
+    if not ok.any():
+        return None
+    return np.interp(steps.astype(float), feat.step[ok].astype(float), values[ok])
+
+
+def _level(feat: MetricFeatures, lo_step: int, hi_step: int) -> float:
+    """Median of a metric's smoothed series between two steps (NaN if none)."""
+    m = (feat.step >= lo_step) & (feat.step <= hi_step) & np.isfinite(feat.smooth)
+    return float(np.median(feat.smooth[m])) if m.any() else float("nan")
+
+
+def _before_after(ctx: DetectorContext, metric: str, first_step: int, last_step: int) -> tuple[float, float] | None:
+    """A metric's level before an episode (its baseline) and during it."""
+    feat = ctx.features(metric)
+    if feat is None or len(feat) == 0:
+        return None
+    return feat.b_median, _level(feat, first_step, last_step)
+
+
+def _explained_by(ctx: DetectorContext, causes: tuple[str, ...], symptom: Finding) -> Finding | None:
+    """A warn/critical finding of a root-cause detector that began no later than the symptom did.
+
+    Used to tell a downstream symptom (clipping, grad growth) from its cause: the cause's own
+    detector runs with its default parameters, so the two verdicts cannot disagree. Onsets are
+    estimates, so the cause may start up to a quarter of the symptom's span after it.
+    """
+    first = symptom.first_step or 0
+    last_step = first + ((symptom.last_step or first) - first) // 4
+    best = None
+    for cause in causes:
+        det = DETECTORS.get(cause)
+        if det is None or det.skip_reason(ctx) is not None:
+            continue
+        found = det.detect(ctx, dict(det.params))
+        if found is None or found.severity == "info" or found.first_step is None or found.first_step > last_step:
+            continue
+        if best is None or (_SEVERITY_RANK[found.severity], found.confidence) > (_SEVERITY_RANK[best.severity], best.confidence):
+            best = found
+    return best
+
+
+def _as_symptom(finding: Finding, cause_id: str, why: str, cause_first_step: int | None = None) -> Finding:
+    """Demote a finding to info: a symptom of another signature, which is reported on its own."""
+    evidence = {**finding.evidence, "explained_by": cause_id}
+    since = ""
+    if cause_first_step is not None:
+        evidence["explained_by_first_step"] = cause_first_step
+        since = f", which started at step {cause_first_step}"
+    return finding.model_copy(update={
+        "severity": "info",
+        "confidence": round(min(finding.confidence, 0.5), 3),
+        "explanation": f"{finding.explanation} This looks like a symptom of {cause_id} ({why}){since}.",
+        "evidence": evidence,
+    })
+
+
+def _back_to_departure(episode: Episode, above: np.ndarray, floor: int) -> Episode:
+    """Move an episode's onset back over the points just before it that were already departing.
+
+    A threshold is crossed well after a drift begins; walking back while the series is still
+    above a lower 'departure' level (e.g. 1.5x its baseline) finds where the rise started.
+    """
+    i = episode.start
+    while i > floor and above[i - 1]:
+        i -= 1
+    return Episode(episode.start, episode.end, episode.severity, min(episode.onset, i))
+
+
+# ---------------------------------------------------------------------------------------------
+# CLIP_SATURATION
+# ---------------------------------------------------------------------------------------------
+def _implied_clip_fraction(ratio_p95: np.ndarray, eps: float) -> np.ndarray:
+    """Share of tokens outside [1-eps, 1+eps] if log-ratios were centred normal with this p95."""
+    sigma = np.log(np.maximum(ratio_p95, 1.0 + 1e-9)) / 1.6449
+    z = math.log(1.0 + eps) / sigma
+    return np.array([2.0 * normal_sf(float(v)) for v in z])
+
+
+@detector(
+    "CLIP_SATURATION",
+    "The ratio clip is engaged on a large, sustained share of tokens",
+    needs_any=("clip_fraction", "ratio_p95"),
+    clip_warn=0.2,
+    clip_critical=0.5,
+    clip_eps=0.2,
+    sustain_frac=0.03,
+)
+def clip_saturation(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """The PPO/GRPO ratio clip is engaged on a large, sustained share of tokens.
+
+    The clipped surrogate min(r*A, clip(r, 1-eps, 1+eps)*A) passes no gradient for a token whose
+    ratio r = pi/pi_old has left the trust region in the direction of its advantage. A few
+    percent of clipped tokens is normal; when a fifth or more stay clipped, the update is too
+    large for the data (learning rate, too many epochs or minibatches per rollout, a too-small
+    eps) or the rollouts are off-policy: most of the batch stops contributing, updates lurch and
+    KL climbs. Clipping that rises together with rollout staleness or a train/inference
+    log-prob gap is reported as a symptom of those (info), not as a root cause.
+    """
+    feat = ctx.features("clip_fraction")
+    implied = False
+    if _usable(feat):
+        level = np.asarray(feat.smooth, dtype=float)
+    else:
+        feat = ctx.features("ratio_p95")
+        if not _usable(feat):
+            return None
+        implied = True
+        level = _implied_clip_fraction(np.nan_to_num(feat.smooth, nan=1.0), p["clip_eps"])
+    level = np.nan_to_num(level, nan=0.0)
+    sustain = sustain_points(len(feat), p["sustain_frac"])
+    episode = find_episode(
+        feat,
+        warn=level >= p["clip_warn"],
+        critical=level >= p["clip_critical"],
+        sustain=sustain,
+        refine_with=level,
+        not_before=baseline_end(len(feat)) // 2,
+    )
+    if episode is None:
+        return None
+    held = level[episode.start : episode.end + 1]
+    typical = float(np.median(held))
+    first_step, last_step = episode.steps(feat)
+    early = float(np.median(level[: max(1, episode.onset)])) if episode.onset > 0 else float("nan")
+    evidence: dict[str, Any] = {
+        "clip_fraction_before": early,
+        "clip_fraction_during": typical,
+        "clip_fraction_peak": float(np.max(held)),
+        "steps_saturated": int(feat.step_hi[episode.end] - feat.step[episode.start] + 1),
+    }
+    if implied:
+        evidence["clip_fraction_source"] = "implied from ratio_p95"
+    for metric in ("ratio_p95", "ratio_mean", "kl_mean"):
+        if metric == "ratio_p95" and implied:
+            continue
+        pair = _before_after(ctx, metric, first_step, last_step)
+        if pair is not None:
+            evidence[f"{metric}_before"], evidence[f"{metric}_during"] = pair
+    strength = typical / p["clip_warn"] - 1.0
+    finding = make_finding(
+        ctx, "CLIP_SATURATION", episode, feat,
+        confidence(strength, 0.8, episode.end - episode.start + 1, sustain),
+        f"The ratio clip was engaged on {typical:.0%} of tokens for "
+        f"{evidence['steps_saturated']} steps (before: {early:.1%}): most of each batch passes no gradient "
+        "and the updates are larger than the trust region allows.",
+        evidence,
+        [
+            "Lower the learning rate, or the number of PPO epochs / minibatches per rollout batch.",
+            "Check the rollouts are on-policy: batch_age and logprob_mismatch, if logged (see STALE_ROLLOUTS, TRAIN_INFERENCE_MISMATCH).",
+            "If KL climbs with it, raise the KL coefficient; consider a smaller or asymmetric clip (DAPO clip-higher) only after that.",
+        ],
+    )
+    cause = _explained_by(ctx, ("STALE_ROLLOUTS", "TRAIN_INFERENCE_MISMATCH"), finding)
+    if cause is not None:
+        why = "rollouts generated by an older policy" if cause.signature_id == "STALE_ROLLOUTS" else "the inference engine's log-probs drifting from the trainer's"
+        return _as_symptom(finding, cause.signature_id, why, cause.first_step)
+    return finding
+
+
+# ---------------------------------------------------------------------------------------------
+# ADV_COLLAPSE
+# ---------------------------------------------------------------------------------------------
+def _reward_variance_ratio(ctx: DetectorContext, steps: np.ndarray) -> tuple[np.ndarray | None, list[str]]:
+    """How far the reward's own variance fell, relative to its early level, on the given steps.
+
+    The most collapsed of the available measures: within-group std (what GRPO normalises by),
+    the share of groups with any variance at all, and the batch reward std. If rewards lost their
+    variance, advantages collapsing is expected (DEGENERATE_GROUPS, REWARD_STD_DEATH), not a bug.
+    """
+    ratios, used = [], []
+    for metric in ("group_reward_std_mean", "reward_std"):
+        feat = ctx.features(metric)
+        if feat is not None and len(feat) and np.isfinite(feat.b_median) and feat.b_median > 0:
+            r = _aligned(ctx, metric, steps)
+            if r is not None:
+                ratios.append(np.maximum(r, 0.0) / feat.b_median)
+                used.append(metric)
+    zvf = ctx.features("zero_variance_group_frac")
+    if zvf is not None and len(zvf) and np.isfinite(zvf.b_median) and zvf.b_median < 0.999:
+        z = _aligned(ctx, "zero_variance_group_frac", steps)
+        if z is not None:
+            ratios.append(np.sqrt(np.clip(1.0 - z, 0.0, 1.0) / (1.0 - zvf.b_median)))
+            used.append("zero_variance_group_frac")
+    if not ratios:
+        return None, used
+    return np.min(np.vstack(ratios), axis=0), used
+
+
+@detector(
+    "ADV_COLLAPSE",
+    "Advantages collapse across the whole batch",
+    needs_any=("adv_std", "adv_zero_frac"),
+    ratio_warn=0.1,
+    ratio_critical=0.02,
+    unexplained_factor=4.0,
+    zero_frac_warn=0.6,
+    zero_frac_rise=0.3,
+    sustain_frac=0.03,
+)
+def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """Advantage magnitude collapses across the whole batch while rewards keep their variance.
+
+    The policy gradient is the advantage-weighted score function: with advantages near zero
+    there is no learning signal, whatever the rewards say. When the rewards themselves lose
+    their variance (every completion in a group scores the same) that is DEGENERATE_GROUPS or
+    REWARD_STD_DEATH; this signature is the other case, where the reward still separates good
+    from bad completions but the advantage computation throws it away: a normaliser dividing
+    by a huge or wrong std, a value baseline that copies the returns, a reward scale bug, an
+    advantage clip or mask that zeroes most tokens. The test is relative to the run's own early
+    advantage scale and requires the fall to be several times larger than any fall in reward
+    variance.
+    """
+    primary = ctx.features("adv_std")
+    use_std = _usable(primary) and np.isfinite(primary.b_median) and primary.b_median > 0
+    if not use_std:
+        primary = ctx.features("adv_zero_frac")
+        if not _usable(primary):
+            return None
+    feat: MetricFeatures = primary
+    n = len(feat)
+    sustain = sustain_points(n, p["sustain_frac"])
+    reward_ratio, explainers = _reward_variance_ratio(ctx, feat.step)
+    verified = reward_ratio is not None
+    rv = reward_ratio if reward_ratio is not None else np.ones(n)
+
+    warn = np.zeros(n, dtype=bool)
+    critical = np.zeros(n, dtype=bool)
+    refine = None
+    adv_ratio = None
+    if use_std:
+        adv_ratio = np.nan_to_num(feat.ratio, nan=1.0)
+        unexplained = adv_ratio * p["unexplained_factor"] < rv
+        warn |= (adv_ratio < p["ratio_warn"]) & unexplained
+        critical |= (adv_ratio < p["ratio_critical"]) & unexplained
+        refine = np.log(np.maximum(np.nan_to_num(feat.smooth, nan=feat.b_median), 1e-12))
+    zero = _aligned(ctx, "adv_zero_frac", feat.step)
+    zero_feat = ctx.features("adv_zero_frac")
+    zvf = _aligned(ctx, "zero_variance_group_frac", feat.step)
+    # zero advantages are only unexplained where the groups still have reward variance: with the
+    # zero-variance share logged that is checked directly; without it, the share of zero
+    # advantages is used only when there is no adv_std to go by, and cannot be verified
+    if zero is not None and zero_feat is not None and (zvf is not None or not use_std):
+        zero_bad = (zero >= p["zero_frac_warn"]) & (zero - zero_feat.b_median >= p["zero_frac_rise"])
+        if zvf is not None:
+            zero_bad &= zero - zvf >= p["zero_frac_rise"]
+        else:
+            verified = False
+        warn |= zero_bad
+        critical |= zero_bad & (zero >= 0.95) & (adv_ratio < p["ratio_warn"] if adv_ratio is not None else True)
+        if refine is None:
+            refine = zero
+    if not verified:
+        critical[:] = False  # without a reward-variance series the collapse cannot be told from a dead reward
+    episode = find_episode(feat, warn, critical, sustain, refine_with=refine, not_before=baseline_end(n) // 2)
+    if episode is None:
+        return None
+    first_step, last_step = episode.steps(feat)
+    evidence: dict[str, Any] = {}
+    lowest = None
+    if use_std:
+        held = adv_ratio[episode.start : episode.end + 1]
+        lowest = float(np.min(held))
+        evidence.update(adv_std_baseline=feat.b_median, adv_std_during=_level(feat, first_step, last_step), lowest_adv_std_ratio=lowest)
+    if zero is not None and zero_feat is not None:
+        evidence.update(adv_zero_frac_before=zero_feat.b_median, adv_zero_frac_during=_level(zero_feat, first_step, last_step))
+    if verified:
+        evidence["reward_variance_ratio_during"] = float(np.median(rv[episode.start : episode.end + 1]))
+        evidence["reward_variance_measures"] = ", ".join(explainers)
+    for metric in ("grad_norm", "reward_mean"):
+        pair = _before_after(ctx, metric, first_step, last_step)
+        if pair is not None:
+            evidence[f"{metric}_before"], evidence[f"{metric}_during"] = pair
+    if lowest is not None:
+        strength = p["ratio_warn"] / max(lowest, 1e-6) - 1.0
+        what = f"Advantage std fell to {lowest:.1%} of its early level"
+    else:
+        strength = (float(np.median(zero[episode.start : episode.end + 1])) - p["zero_frac_warn"]) / 0.1
+        what = f"{evidence['adv_zero_frac_during']:.0%} of advantages are zero (early: {zero_feat.b_median:.0%})"
+    tail = (" while the reward kept its variance" if verified else
+            "; the run logs no reward-variance series, so a dead reward cannot be ruled out")
+    return make_finding(
+        ctx, "ADV_COLLAPSE", episode, feat,
+        confidence(strength, 4.0, episode.end - episode.start + 1, sustain),
+        f"{what}{tail}: the policy gradient has almost no signal left.",
+        evidence,
+        [
+            "Check the advantage computation: normalisation (divide by std + eps), reward scaling, advantage clipping or masking.",
+            "For PPO, check the value baseline is not tracking the returns exactly (explained variance near 1 with tiny advantages).",
+            "Inspect the linked samples: completions with different rewards but near-zero advantages confirm it.",
+        ],
+        sample_order="abs(advantage) ASC NULLS LAST, reward_total DESC NULLS LAST",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# VALUE_DIVERGENCE
+# ---------------------------------------------------------------------------------------------
+@detector(
+    "VALUE_DIVERGENCE",
+    "The PPO value head stops predicting returns",
+    needs_any=("value_explained_variance", "value_loss"),
+    ev_warn=0.0,
+    ev_drop=0.3,
+    ev_critical=-0.5,
+    loss_ratio_warn=4.0,
+    loss_ratio_critical=10.0,
+    sustain_frac=0.03,
+)
+def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """The PPO value head stops predicting returns: explained variance <= 0, value loss runs away.
+
+    PPO's advantages are returns minus the value head's predictions (through GAE), so the value
+    head is the baseline that keeps the policy gradient's variance down. Explained variance
+    1 - Var(returns - V)/Var(returns) near 1 means the baseline predicts the returns; at 0 it
+    predicts nothing, and below 0 it adds noise. A value head that diverges (too high a value
+    learning rate or vf_coef, value clipping fighting a reward scale change, returns drifting as
+    the policy changes) turns every advantage into noise and the policy starts to follow it.
+    Early in a run explained variance is often negative while the head learns; the test is a
+    fall of at least ev_drop from its best level to at most ev_warn, or the value loss growing
+    to loss_ratio_warn times its early level.
+    """
+    ev = ctx.features("value_explained_variance")
+    vl = ctx.features("value_loss")
+    use_ev = _usable(ev)
+    use_vl = _usable(vl) and np.isfinite(vl.b_median) and vl.b_median > 0
+    if not use_ev and not use_vl:
+        return None
+    feat: MetricFeatures = ev if use_ev else vl
+    n = len(feat)
+    sustain = sustain_points(n, p["sustain_frac"])
+    warn = np.zeros(n, dtype=bool)
+    critical = np.zeros(n, dtype=bool)
+    ev_bad = np.zeros(n, dtype=bool)
+    loss_bad = np.zeros(n, dtype=bool)
+    refine = None
+    if use_ev:
+        s = np.asarray(ev.smooth, dtype=float)
+        peak = np.fmax.accumulate(np.where(np.isfinite(s), s, -np.inf))
+        drop = peak - s
+        ev_bad = (s <= p["ev_warn"]) & (drop >= p["ev_drop"])  # NaN compares False
+        critical |= ev_bad & (s <= p["ev_critical"])
+        refine = -np.nan_to_num(s, nan=float(np.nanmedian(s)))
+    loss_ratio = None
+    if use_vl:
+        ratio = vl.ratio if feat is vl else _aligned(ctx, "value_loss", feat.step, "ratio")
+        z = vl.z if feat is vl else _aligned(ctx, "value_loss", feat.step, "z")
+        if ratio is not None and z is not None:
+            loss_ratio = np.nan_to_num(ratio, nan=1.0)
+            loss_bad = (loss_ratio >= p["loss_ratio_warn"]) & (np.nan_to_num(z) > 3)
+            critical |= loss_bad & (loss_ratio >= p["loss_ratio_critical"])
+            if refine is None:
+                refine = np.log(np.maximum(loss_ratio, 1e-12))
+    warn |= ev_bad | loss_bad
+    critical |= ev_bad & loss_bad
+    episode = find_episode(feat, warn, critical, sustain, refine_with=refine, not_before=baseline_end(n) // 2)
+    if episode is None:
+        return None
+    first_step, last_step = episode.steps(feat)
+    window = slice(episode.start, episode.end + 1)
+    evidence: dict[str, Any] = {}
+    parts = []
+    strength = 0.0
+    if use_ev:
+        s = np.asarray(ev.smooth, dtype=float)
+        best = float(np.nanmax(s[: episode.start + 1]))
+        low = float(np.nanmin(s[window]))
+        evidence.update(explained_variance_best=best, explained_variance_low=low, explained_variance_now=float(s[-1]))
+        if ev_bad[window].any():
+            parts.append(f"explained variance fell from {best:.2f} to {low:.2f}")
+            strength = max(strength, (best - low) / p["ev_drop"] - 1.0)
+    if loss_ratio is not None:
+        peak_ratio = float(np.max(loss_ratio[window]))
+        evidence.update(value_loss_baseline=vl.b_median, value_loss_peak_ratio=peak_ratio)
+        if loss_bad[window].any():
+            parts.append(f"value loss grew to {peak_ratio:.1f}x its early level")
+            strength = max(strength, peak_ratio / p["loss_ratio_warn"] - 1.0)
+    pair = _before_after(ctx, "value_clip_fraction", first_step, last_step)
+    if pair is not None:
+        evidence["value_clip_fraction_before"], evidence["value_clip_fraction_during"] = pair
+    both = ev_bad[window].any() and loss_bad[window].any()
+    return make_finding(
+        ctx, "VALUE_DIVERGENCE", episode, feat,
+        confidence(strength + (1.0 if both else 0.0), 1.5, episode.end - episode.start + 1, sustain),
+        "The value head stopped predicting returns: " + " and ".join(parts) + ". PPO's advantages are now mostly noise.",
+        evidence,
+        [
+            "Lower the value learning rate or vf_coef; check value clipping (cliprange_value) against the reward scale.",
+            "Normalise or clip rewards so the returns the value head must predict keep a stable scale.",
+            "Roll back to before the onset if the policy has started to degrade (see reward and KL).",
+        ],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# GRAD_PATHOLOGY
+# ---------------------------------------------------------------------------------------------
+def _events(steps: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """Group sorted steps into events: runs whose consecutive steps are at most gap apart."""
+    if len(steps) == 0:
+        return []
+    cuts = np.flatnonzero(np.diff(steps) > gap) + 1
+    starts = np.concatenate([[0], cuts])
+    ends = np.concatenate([cuts, [len(steps)]]) - 1
+    return [(int(steps[a]), int(steps[b])) for a, b in zip(starts, ends)]
+
+
+def _nonfinite_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None:
+    table = ctx.query(
+        "SELECT step, nan_count, inf_count, loss_nonfinite, grad_nonfinite FROM v1.feat_opt_nonfinite "
+        "WHERE run_id = ? ORDER BY step"
+    )
+    if table.num_rows == 0:
+        return None
+    steps = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
+    nan = np.nan_to_num(table.column("nan_count").to_numpy(zero_copy_only=False).astype(float))
+    inf = np.nan_to_num(table.column("inf_count").to_numpy(zero_copy_only=False).astype(float))
+    loss_bad = np.array([bool(v) for v in table.column("loss_nonfinite").to_pylist()])
+    k = len(steps)
+    span = max(1, (ctx.last_step or int(steps[-1])) - int(steps[0]) + 1)
+    rate = k / span
+    severity: Severity = "critical" if k >= p["nonfinite_critical_steps"] else "warn"
+    conf = confidence(k / p["nonfinite_critical_steps"], 1.0, k, max(1, p["nonfinite_critical_steps"]), floor=0.55)
+    return {
+        "severity": severity,
+        "confidence": conf,
+        "first_step": int(steps[0]),
+        "last_step": int(steps[-1]),
+        "text": f"{k} step(s) with NaN/Inf gradients or loss from step {int(steps[0])}"
+                + (f" ({int(loss_bad.sum())} with a non-finite loss)" if loss_bad.any() else ""),
+        "evidence": {
+            "nonfinite_steps": k,
+            "first_nonfinite_step": int(steps[0]),
+            "nonfinite_step_rate": rate,
+            "nan_count_total": float(nan.sum()),
+            "inf_count_total": float(inf.sum()),
+            "nonfinite_loss_steps": int(loss_bad.sum()),
+        },
+    }
+
+
+def _spike_part(ctx: DetectorContext, p: dict[str, Any], n_steps: int) -> dict[str, Any] | None:
+    table = ctx.query(
+        "SELECT step, grad_norm, log_ratio, noise_scale FROM v1.feat_opt_grad_spikes "
+        "WHERE run_id = ? AND log_ratio >= greatest(?, ? * noise_scale) ORDER BY step",
+        [ctx.run_id, math.log(p["spike_ratio_min"]), p["spike_sigmas"]],
+    )
+    if table.num_rows == 0:
+        return None
+    steps = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
+    log_ratio = table.column("log_ratio").to_numpy(zero_copy_only=False).astype(float)
+    noise = float(table.column("noise_scale")[0].as_py() or 0.0)
+    gap = max(2, int(math.ceil(n_steps / 1000.0)))
+    events = _events(steps, gap)
+    if len(events) < p["spike_events_warn"]:
+        return None
+    k = p["spike_events_warn"]
+    # the first cluster of k events close enough together to be one episode, not chance
+    window = max(p["spike_window_min_steps"], int(p["spike_window_frac"] * n_steps))
+    start = None
+    for i in range(len(events) - k + 1):
+        if events[i + k - 1][0] - events[i][0] <= window:
+            start = i
+            break
+    if start is None:
+        return None
+    ev_after = events[start:]
+    span = max(1, events[-1][1] - events[start][0] + 1)
+    rate = len(ev_after) / span
+    severity: Severity = "critical" if len(ev_after) >= p["spike_events_critical"] and rate >= p["spike_rate_critical"] else "warn"
+    peak = float(np.exp(np.max(log_ratio)))
+    median_spike = float(np.exp(np.median(log_ratio)))
+    strength = (len(ev_after) / k - 1.0) + math.log(median_spike / p["spike_ratio_min"] + 1e-9) / 2
+    conf = confidence(max(strength, 0.0), 1.5, len(ev_after), k)
+    return {
+        "severity": severity,
+        "confidence": conf,
+        "first_step": events[start][0],
+        "last_step": events[-1][1],
+        "text": f"{len(ev_after)} grad-norm spikes from step {events[start][0]} (median {median_spike:.0f}x, peak {peak:.0f}x the local level)",
+        "evidence": {
+            "grad_spike_events": len(ev_after),
+            "grad_spike_median_ratio": median_spike,
+            "grad_spike_peak_ratio": peak,
+            "grad_spike_rate_per_step": rate,
+            "grad_norm_log_noise": noise,
+        },
+    }
+
+
+def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None:
+    feat = ctx.features("grad_norm")
+    if not _usable(feat, 20) or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+        return None
+    n = len(feat)
+    ratio = np.nan_to_num(feat.ratio, nan=1.0)
+    sustain = sustain_points(n, p["growth_sustain_frac"], floor=4)
+    logs = np.log(np.maximum(np.nan_to_num(feat.smooth, nan=feat.b_median), 1e-12))
+    episode = find_episode(
+        feat,
+        warn=ratio >= p["growth_ratio_warn"],
+        critical=ratio >= p["growth_ratio_critical"],
+        sustain=sustain,
+        refine_with=logs,
+        not_before=baseline_end(n),
+    )
+    if episode is None:
+        return None
+    # growth that has not recovered: a burst of a few steps (after a bad batch) settles back
+    if float(np.median(ratio[episode.start :])) < p["growth_ratio_warn"] / 2:
+        return None
+    # and that trends up into the episode rather than jumping once
+    lo = max(baseline_end(n), episode.onset - 2 * sustain)
+    trend = mann_kendall(logs[lo : episode.end + 1])
+    if trend.p_increasing > 1e-3:
+        return None
+    episode = _back_to_departure(episode, ratio >= p["growth_departure_ratio"], baseline_end(n))
+    # the condition holds until the grad norm last sat above half the warn level
+    elevated = np.flatnonzero(ratio >= p["growth_ratio_warn"] / 2)
+    end = int(max(episode.end, elevated[-1]))
+    peak = float(np.max(ratio[episode.start :]))
+    return {
+        "severity": episode.severity,
+        "confidence": confidence(peak / p["growth_ratio_warn"] - 1.0, 2.0, end - episode.start + 1, sustain),
+        "first_step": feat.step_at(episode.onset),
+        "last_step": int(feat.step_hi[end]),
+        "text": f"grad norm grew to {peak:.0f}x its early level ({feat.b_median:.3g} -> {float(feat.smooth[-1]):.3g} now)",
+        "evidence": {
+            "grad_norm_baseline": feat.b_median,
+            "grad_norm_peak_ratio": peak,
+            "grad_norm_now": float(feat.smooth[-1]),
+        },
+    }
+
+
+@detector(
+    "GRAD_PATHOLOGY",
+    "NaN/Inf gradients, violent grad-norm spikes or runaway growth",
+    needs_any=("grad_norm", "nan_count", "inf_count", "loss"),
+    nonfinite_critical_steps=3,
+    spike_ratio_min=8.0,
+    spike_sigmas=4.5,
+    spike_events_warn=3,
+    spike_events_critical=8,
+    spike_rate_critical=0.02,
+    spike_window_frac=0.25,
+    spike_window_min_steps=200,
+    growth_ratio_warn=6.0,
+    growth_ratio_critical=20.0,
+    growth_departure_ratio=1.5,
+    growth_sustain_frac=0.02,
+)
+def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """NaN/Inf in the gradients or the loss, repeated violent grad-norm spikes, or runaway growth.
+
+    A non-finite gradient means the update is garbage: mixed-precision overflow, a log of zero
+    in the loss (a log-prob of -inf, a ratio exp() that overflowed), a division by a zero std.
+    Trainers skip such steps, so the loss curve can look fine while more and more batches are
+    thrown away. Repeated spikes far above the run's own noise mean a few tokens (huge ratios,
+    near-zero probabilities) dominate the update; clipping hides the size but not the direction.
+    Exponential growth of the grad norm is the lead-up to a divergence. A single isolated spike
+    is common in healthy runs and is not reported; growth that comes with a diverging PPO value
+    head is reported as a symptom of VALUE_DIVERGENCE.
+    """
+    parts: dict[str, dict[str, Any]] = {}
+    nonfinite = _nonfinite_part(ctx, p)
+    if nonfinite is not None:
+        parts["nonfinite"] = nonfinite
+    if ctx.has("grad_norm"):
+        spikes = _spike_part(ctx, p, ctx.n_steps)
+        if spikes is not None:
+            parts["spikes"] = spikes
+        growth = _growth_part(ctx, p)
+        if growth is not None:
+            parts["growth"] = growth
+    if not parts:
+        return None
+    order = sorted(parts.values(), key=lambda d: (-_SEVERITY_RANK[d["severity"]], -d["confidence"]))
+    top = order[0]
+    first_step = min(d["first_step"] for d in parts.values() if d["severity"] == top["severity"])
+    last_step = max(d["last_step"] for d in parts.values())
+    evidence: dict[str, Any] = {}
+    for d in parts.values():
+        evidence.update(d["evidence"])
+    evidence["kinds"] = ", ".join(parts)
+    for metric in ("loss", "kl_mean", "entropy_mean"):
+        feat = ctx.features(metric)
+        if feat is not None and len(feat):
+            evidence[f"{metric}_before"], evidence[f"{metric}_during"] = feat.b_median, _level(feat, first_step, last_step)
+    finding = Finding(
+        signature_id="GRAD_PATHOLOGY",
+        severity=top["severity"],
+        confidence=top["confidence"],
+        first_step=first_step,
+        last_step=last_step,
+        explanation="Gradient pathology: " + "; ".join(d["text"] for d in order) + ".",
+        evidence={k: (float(f"{v:.4g}") if isinstance(v, float) and np.isfinite(v) else v) for k, v in evidence.items()},
+        suggested_actions=[
+            "Lower the learning rate and tighten gradient clipping (max_grad_norm).",
+            "Check for log(0) / division by a zero std in the loss and advantage code; mask or clamp ratios.",
+            "Use bf16 (or fix fp16 loss scaling); roll back to the last checkpoint before the first bad step.",
+        ],
+        links_to_samples=ctx.sample_ids(first_step, last_step, order_by="step ASC, abs(advantage) DESC NULLS LAST"),
+    )
+    if set(parts) == {"growth"}:
+        cause = _explained_by(ctx, ("VALUE_DIVERGENCE",), finding)
+        if cause is not None:
+            return _as_symptom(finding, cause.signature_id, "the value loss is part of PPO's gradient", cause.first_step)
+    return finding
+
+
+# ---------------------------------------------------------------------------------------------
+# STALE_ROLLOUTS
+# ---------------------------------------------------------------------------------------------
+def _offpolicy_correlations(ctx: DetectorContext, names: tuple[str, ...]) -> dict[str, float]:
+    """Whole-run correlations of the off-policy gap with clipping (SQL view feat_opt_offpolicy)."""
+    table = ctx.query(f"SELECT {', '.join(names)} FROM v1.feat_opt_offpolicy WHERE run_id = ?")
+    out: dict[str, float] = {}
+    if table.num_rows:
+        for name in names:
+            v = table.column(name)[0].as_py()
+            if v is not None and math.isfinite(v):
+                out[name] = float(v)
+    return out
+
+
+@detector(
+    "STALE_ROLLOUTS",
+    "Rollouts come from a stale policy",
+    needs_all=("batch_age",),
+    age_ratio_warn=2.0,
+    age_rise_warn=1.5,
+    age_high=4.0,
+    age_ratio_critical=4.0,
+    sustain_frac=0.03,
+)
+def stale_rollouts(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """Rollouts are generated by a policy several updates old (batch_age high or rising).
+
+    Asynchronous RL overlaps generation with training, so each batch was sampled by a policy
+    batch_age optimizer steps older than the one being updated. PPO-style ratios correct a
+    little staleness, but as the lag grows the ratios drift from 1, the clip engages on more
+    tokens, importance weights get high variance and the update follows data the policy no
+    longer produces. A steady lag of one or two steps is normal for async trainers; the
+    signature is the lag rising well above the run's own early level, or sitting at age_high
+    policy versions or more.
+    """
+    feat = ctx.features("batch_age")
+    if not _usable(feat):
+        return None
+    n = len(feat)
+    sustain = sustain_points(n, p["sustain_frac"])
+    s = np.nan_to_num(feat.smooth, nan=feat.b_median)
+    base = feat.b_median if np.isfinite(feat.b_median) else 0.0
+    ratio = s / max(base, 0.25)
+    rising = (ratio >= p["age_ratio_warn"]) & (s - base >= p["age_rise_warn"]) & (np.nan_to_num(feat.z) > 3)
+    high = s >= p["age_high"]
+    warn = rising | high
+    clip = _aligned(ctx, "clip_fraction", feat.step)
+    clip_feat = ctx.features("clip_fraction")
+    effect = np.zeros(n, dtype=bool)
+    if clip is not None and clip_feat is not None and np.isfinite(clip_feat.b_median):
+        effect = clip >= np.maximum(2.0 * clip_feat.b_median, clip_feat.b_median + 0.05)
+    critical = warn & (ratio >= p["age_ratio_critical"]) & (s >= p["age_high"]) & effect
+    episode = find_episode(feat, warn, critical, sustain, refine_with=s, not_before=baseline_end(n) // 2)
+    if episode is None:
+        return None
+    episode = _back_to_departure(episode, s - base >= p["age_rise_warn"] / 3, baseline_end(n) // 2)
+    first_step, last_step = episode.steps(feat)
+    window = slice(episode.start, episode.end + 1)
+    peak = float(np.max(s[window]))
+    evidence: dict[str, Any] = {
+        "batch_age_baseline": base,
+        "batch_age_during": float(np.median(s[window])),
+        "batch_age_peak": peak,
+    }
+    for metric in ("clip_fraction", "ratio_mean", "ratio_p95", "kl_mean"):
+        pair = _before_after(ctx, metric, first_step, last_step)
+        if pair is not None:
+            evidence[f"{metric}_before"], evidence[f"{metric}_during"] = pair
+    evidence.update(_offpolicy_correlations(ctx, ("corr_age_clip", "corr_age_ratio_dev")))
+    strength = max(peak / max(base, 0.25) / p["age_ratio_warn"], peak / p["age_high"]) - 1.0
+    effect_text = ""
+    if "clip_fraction_before" in evidence and np.isfinite(evidence["clip_fraction_during"]):
+        effect_text = f"; clipping went from {evidence['clip_fraction_before']:.1%} to {evidence['clip_fraction_during']:.1%} of tokens"
+    return make_finding(
+        ctx, "STALE_ROLLOUTS", episode, feat,
+        confidence(strength, 1.0, episode.end - episode.start + 1, sustain),
+        f"Rollouts are {peak:.1f} policy versions old at the worst (early: {base:.1f}){effect_text}: "
+        "the update is learning from data its current policy no longer produces.",
+        evidence,
+        [
+            "Bound the staleness: lower max off-policy steps / the async queue depth, or sync weights to the inference engine more often.",
+            "Give generation more capacity (or the trainer less), so the rollout queue does not back up.",
+            "If some staleness is intended, correct for it (importance weights with truncation) and watch clip_fraction.",
+        ],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# TRAIN_INFERENCE_MISMATCH
+# ---------------------------------------------------------------------------------------------
+@detector(
+    "TRAIN_INFERENCE_MISMATCH",
+    "The inference engine's log-probs drift from the trainer's",
+    needs_all=("logprob_mismatch",),
+    ratio_warn=3.0,
+    ratio_critical=10.0,
+    abs_floor=0.01,
+    departure_ratio=1.5,
+    entropy_ratio_explains=2.0,
+    sustain_frac=0.03,
+)
+def train_inference_mismatch(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """The rollout engine's log-probs drift away from the trainer's for the same tokens.
+
+    Fast inference engines (vLLM, SGLang) and the training framework compute the same policy
+    with different kernels, precisions and batch layouts, so their token log-probs differ a
+    little (~1e-3 nats is normal). The trainer then optimises a policy that did not generate
+    the data: the update is silently off-policy. When the gap grows (weights not synced, a
+    quantised or stale engine, numerics drifting as the policy sharpens on rare tokens) the
+    bias compounds and runs collapse without any other warning. The test is the gap rising to
+    ratio_warn times its early level and above abs_floor nats; a gap that rises only because
+    entropy blew up (noise tokens are where kernels disagree most) is left to ENTROPY_BLOWUP.
+    """
+    feat = ctx.features("logprob_mismatch")
+    if not _usable(feat) or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+        return None
+    n = len(feat)
+    sustain = sustain_points(n, p["sustain_frac"])
+    s = np.nan_to_num(feat.smooth, nan=feat.b_median)
+    ratio = s / feat.b_median
+    robust = np.nan_to_num(feat.z) > 3
+    warn = (ratio >= p["ratio_warn"]) & (s >= p["abs_floor"]) & robust
+    critical = warn & (ratio >= p["ratio_critical"])
+    episode = find_episode(feat, warn, critical, sustain, refine_with=np.log(np.maximum(s, 1e-12)), not_before=baseline_end(n) // 2)
+    if episode is None:
+        return None
+    episode = _back_to_departure(episode, ratio >= p["departure_ratio"], baseline_end(n) // 2)
+    first_step, last_step = episode.steps(feat)
+    window = slice(episode.start, episode.end + 1)
+    peak = float(np.max(s[window]))
+    evidence: dict[str, Any] = {
+        "logprob_mismatch_baseline": feat.b_median,
+        "logprob_mismatch_during": float(np.median(s[window])),
+        "logprob_mismatch_peak": peak,
+        "peak_ratio_to_baseline": peak / feat.b_median,
+    }
+    for metric in ("clip_fraction", "ratio_mean", "entropy_mean", "reward_mean"):
+        pair = _before_after(ctx, metric, first_step, last_step)
+        if pair is not None:
+            evidence[f"{metric}_before"], evidence[f"{metric}_during"] = pair
+    evidence.update(_offpolicy_correlations(ctx, ("corr_mismatch_clip", "corr_mismatch_entropy")))
+    finding = make_finding(
+        ctx, "TRAIN_INFERENCE_MISMATCH", episode, feat,
+        confidence(peak / feat.b_median / p["ratio_warn"] - 1.0, 2.0, episode.end - episode.start + 1, sustain),
+        f"The inference engine's log-probs drifted from the trainer's: the gap grew from {feat.b_median:.2g} "
+        f"to {peak:.2g} nats/token ({peak / feat.b_median:.0f}x). Updates are off-policy without being corrected for it.",
+        evidence,
+        [
+            "Check weights are synced to the inference engine every step, and that it runs the same dtype (no quantisation) as the trainer.",
+            "Compute the LM head / final log-softmax in fp32 on both sides.",
+            "Correct for the gap with truncated importance sampling on the rollout log-probs, or recompute log-probs with the trainer.",
+        ],
+    )
+    entropy = ctx.features("entropy_mean")
+    if entropy is not None and len(entropy) and np.isfinite(entropy.b_median) and entropy.b_median > 0:
+        h = _level(entropy, first_step, last_step)
+        if np.isfinite(h) and h / entropy.b_median >= p["entropy_ratio_explains"]:
+            why = f"entropy rose {h / entropy.b_median:.1f}x at the same time, and noise tokens are where kernels disagree most"
+            return _as_symptom(finding, "ENTROPY_BLOWUP", why)
+    return finding

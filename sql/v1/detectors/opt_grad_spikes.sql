@@ -3,11 +3,11 @@
 -- depends: steps
 -- doc: Every logged grad_norm step against the local level of its own run: log_ratio is
 -- doc: ln(grad_norm) minus the median, over the 21 surrounding bins, of the per-bin mean of
--- doc: ln(grad_norm) (bins as in doctor_binned: at most 1,000 per run, one step each for runs of
--- doc: up to 1,000 steps). A spike is a step far above that level; a slow trend moves the level
--- doc: with it and never looks like a spike. noise_scale is the run's robust spread of log_ratio
--- doc: (1.4826 MAD over all its steps), so a detector can ask for spikes that stand out from this
--- doc: run's own noise rather than from a fixed multiple. Zero grad norms (steps skipped on dead
+-- doc: ln(grad_norm) (bins of consecutive steps sized like doctor_binned's: at most 1,000 per
+-- doc: run, one step each for runs of up to 1,000 steps). A spike is a step far above that level;
+-- doc: a slow trend moves the level with it and never looks like a spike. noise_scale is the
+-- doc: run's robust spread of log_ratio (1.4826 MAD over all its steps), so a detector can ask
+-- doc: for spikes that stand out from this run's own noise rather than from a fixed multiple. Zero grad norms (steps skipped on dead
 -- doc: batches) carry no log value and no log_ratio; non-finite ones have nonfinite = true.
 -- columns: run_id VARCHAR, step BIGINT, grad_norm DOUBLE, log_level DOUBLE, log_ratio DOUBLE,
 -- columns: noise_scale DOUBLE, nonfinite BOOLEAN
