@@ -146,3 +146,12 @@ def test_the_doctor_does_not_import_torch_or_the_recorder_threads(tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_context_knows_which_fields_the_feature_sql_covers():
+    from rlprobe.doctor.context import _FEATURED
+    from rlprobe.store import sqlfiles
+
+    (series,) = [f for f in sqlfiles.load(1) if f.name == "doctor_series"]
+    unpivoted = {name.strip() for name in series.sql.split("IN (", 1)[1].split(")")[0].replace("\n", " ").split(",")}
+    assert _FEATURED == unpivoted

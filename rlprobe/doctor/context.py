@@ -9,6 +9,12 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
+from rlprobe.schemas import STEP_FLOAT_FIELDS
+
+# Scalar step fields that sql/v1/detectors/00_doctor_series.sql unpivots: their presence is
+# known from the features alone, without loading the raw columns.
+_FEATURED = frozenset(STEP_FLOAT_FIELDS) - {"wall_time", "lr", "weight_update_ratio", "optimization_time_s"}
+
 FEATURE_COLUMNS = (
     "step", "step_hi", "value", "vmin", "vmax", "n_nonfinite", "smooth", "b_median", "scale",
     "ratio", "z", "z_raw", "cusum_up", "cusum_down", "sustained_up", "sustained_down",
@@ -82,6 +88,8 @@ class DetectorContext:
         """True when the run logged metric (at least one finite value)."""
         if metric in self._features:
             return True
+        if metric in _FEATURED:
+            return False  # doctor_series covers it: no feature rows means never logged
         return metric in self.raw and bool(np.isfinite(self.raw[metric]).any())
 
     def features(self, metric: str) -> MetricFeatures | None:
