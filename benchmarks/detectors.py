@@ -142,7 +142,7 @@ def summarize(records: list[dict[str, Any]], signatures: list[str]) -> dict[str,
             "outranked_by": dict(Counter(
                 next(f[0] for f in r["findings"] if f[1] != "info")
                 for r in runs
-                if any(f[0] == sig for f in r["findings"]) and [f for f in r["findings"] if f[1] != "info"][0][0] != sig
+                if any(f[0] == sig for f in r["findings"]) and [f[0] for f in r["findings"] if f[1] != "info"][:1] not in ([], [sig])
             )),
         }
     healthy = [r for r in records if r["pathology"] is None]

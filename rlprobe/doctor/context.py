@@ -90,7 +90,12 @@ class DetectorContext:
             return True
         if metric in _FEATURED:
             return False  # doctor_series covers it: no feature rows means never logged
-        return metric in self.raw and bool(np.isfinite(self.raw[metric]).any())
+        column = self.raw.get(metric)
+        if column is None:
+            return False
+        if column.dtype == object:  # list columns such as kl_positional
+            return any(v is not None for v in column)
+        return bool(np.isfinite(column).any())
 
     def features(self, metric: str) -> MetricFeatures | None:
         """Binned SQL features of metric, or None if the run did not log it."""

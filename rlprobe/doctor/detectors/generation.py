@@ -1,3 +1,492 @@
-"""Signatures of generation: see docs/signatures/."""
+"""Signatures of generation: completions that starve at the length cap, loop, or slow down.
+
+TRUNCATION_STARVE, REPETITION_SPIRAL and THROUGHPUT_ROT. See docs/signatures/ for the mechanics
+of each. Truncation and length growth are also downstream symptoms of other failures (an
+entropy blow-up turns completions into token soup that runs to the cap; a repetition loop runs
+until the cap stops it), so these detectors check for those root causes and step back to info
+when one explains what they see.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlprobe.doctor.context import DetectorContext, MetricFeatures
+from rlprobe.doctor.detectors._common import Episode, baseline_end, confidence, find_episode, sustain_points
+from rlprobe.doctor.detectors.policy import detector_with_check, entropy_blowup_episode, finite_or, refine_onset, safe_finding
+from rlprobe.doctor.findings import Finding
+from rlprobe.doctor.registry import DETECTORS, detector
+from rlprobe.doctor.stats import mann_kendall
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+def _level(feat: MetricFeatures | None, lo: int | None = None, hi: int | None = None) -> float:
+    """Median of the smoothed series over [lo, hi) (the whole series by default)."""
+    if feat is None or not len(feat):
+        return float("nan")
+    seg = np.asarray(feat.smooth[lo:hi], dtype=float)
+    seg = seg[np.isfinite(seg)]
+    return float(np.median(seg)) if len(seg) else float("nan")
+
+
+def _at_step(feat: MetricFeatures, step: int) -> int:
+    return int(max(0, np.searchsorted(feat.step, step, side="right") - 1))
+
+
+def _trailing_median(x: np.ndarray, k: int = 5) -> np.ndarray:
+    """Trailing k-point median ignoring NaN (NaN where the window has no finite value)."""
+    x = np.asarray(x, dtype=float)
+    out = np.full(len(x), np.nan)
+    for i in range(len(x)):
+        w = x[max(0, i - k + 1) : i + 1]
+        w = w[np.isfinite(w)]
+        if len(w):
+            out[i] = np.median(w)
+    return out
+
+
+def _series_features(metric: str, step: np.ndarray, step_hi: np.ndarray, value: np.ndarray) -> MetricFeatures:
+    """A MetricFeatures over a series computed here (baseline/z columns unused, left at 0)."""
+    n = len(step)
+    zeros = np.zeros(n)
+    ints = np.zeros(n, dtype=np.int64)
+    smooth = _trailing_median(value)
+    return MetricFeatures(
+        metric=metric, step=np.asarray(step, dtype=np.int64), step_hi=np.asarray(step_hi, dtype=np.int64), value=value,
+        vmin=value, vmax=value, n_nonfinite=ints, smooth=smooth, b_median=float("nan"), scale=float("nan"),
+        ratio=zeros, z=zeros, z_raw=zeros, cusum_up=zeros, cusum_down=zeros, sustained_up=ints, sustained_down=ints,
+    )
+
+
+def _early(x: np.ndarray) -> np.ndarray:
+    """The baseline window of a series (first 5% skipped, next 15%, at least 8 points)."""
+    n = len(x)
+    seg = np.asarray(x[int(np.floor(0.05 * n)) : baseline_end(n)], dtype=float)
+    return seg[np.isfinite(seg)]
+
+
+def _text_repetition(ctx: DetectorContext) -> dict[str, np.ndarray] | None:
+    """Per sampled step: n-gram repetition of the captured completions (v1.feat_gen_text_repetition)."""
+    if not ctx.has_samples:
+        return None
+    table = ctx.query(
+        "SELECT step, samples, rep_samples, ngram_rep_median, ngram_rep_mean, looping_frac, truncated_frac "
+        "FROM v1.feat_gen_text_repetition WHERE run_id = ? AND rep_samples > 0 ORDER BY step"
+    )
+    if table.num_rows == 0:
+        return None
+    return {name: np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=float) for name in table.column_names}
+
+
+@dataclass(frozen=True)
+class RepetitionRise:
+    """Where repetition rose (REPETITION_SPIRAL's own test), in steps."""
+
+    first_step: int
+    last_step: int
+    peak: float
+    source: str
+
+
+def repetition_rise(ctx: DetectorContext) -> RepetitionRise | None:
+    """REPETITION_SPIRAL's test with its default parameters (without the severity details)."""
+    found = _repetition_episode(ctx, DETECTORS["REPETITION_SPIRAL"].params)
+    if found is None:
+        return None
+    episode, feat, level, source, _ = found
+    first, last = episode.steps(feat)
+    return RepetitionRise(first, last, float(np.nanmax(level[episode.start : episode.end + 1])), source)
+
+
+# ---------------------------------------------------------------------------------------------
+# TRUNCATION_STARVE
+# ---------------------------------------------------------------------------------------------
+def _truncation(ctx: DetectorContext) -> tuple[MetricFeatures, np.ndarray, float, str] | None:
+    """The truncated share per bin: max_len_hit_frac, else truncation_rate, else 1 - eos_rate."""
+    for metric, invert in (("max_len_hit_frac", False), ("truncation_rate", False), ("eos_rate", True)):
+        feat = ctx.features(metric)
+        if feat is not None and len(feat) >= 10:
+            smooth = finite_or(feat.smooth, np.nan)
+            frac = 1.0 - smooth if invert else smooth
+            base = 1.0 - feat.b_median if invert else feat.b_median
+            return feat, np.clip(finite_or(frac, 0.0), 0.0, 1.0), float(base), metric
+    return None
+
+
+@detector(
+    "TRUNCATION_STARVE",
+    "Completions keep hitting the length cap",
+    needs_any=("max_len_hit_frac", "truncation_rate", "eos_rate"),
+    frac_warn=0.1,
+    frac_critical=0.25,
+    sustain_frac=0.03,
+    cause_window_frac=0.05,
+)
+def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """Completions keep hitting the length cap instead of ending.
+
+    A completion cut at max_completion_length never reaches its answer: verifiable rewards
+    score it as wrong (or a length penalty punishes it), it produces no EOS for the policy to
+    learn to emit, and the rollout compute spent on it is wasted. When a policy drifts
+    towards longer outputs than the cap allows (a reasoning style that needs more room, a
+    length-rewarding judge, or an instruction to "think step by step" with a small cap), a
+    growing share of the batch is truncated, reward drops and GRPO groups fill with identical
+    zero rewards. The test is on absolute shares (healthy runs truncate a few percent at
+    most): the smoothed share of completions that hit the cap (max_len_hit_frac, else
+    truncation_rate, else 1 - eos_rate) at or above frac_warn (0.1) for 3% of the run, critical
+    at frac_critical (0.25). If entropy blew up or repetition spiralled at the same time
+    (within cause_window_frac of the run before the truncation began, or after it), the
+    truncation is their symptom and is reported as info.
+    """
+    found = _truncation(ctx)
+    if found is None:
+        return None
+    feat, frac, base, metric = found
+    n = len(feat)
+    sustain = sustain_points(n, p["sustain_frac"])
+    episode = find_episode(feat, warn=frac >= p["frac_warn"], critical=frac >= p["frac_critical"], sustain=sustain, refine_with=frac)
+    if episode is None:
+        return None
+    onset = refine_onset(frac, episode.start, baseline_end(n) // 2, episode.start + 2 * sustain)
+    onset = _length_onset(ctx, feat, onset, 8 * sustain, baseline_end(n) // 2)
+    episode = Episode(episode.start, episode.end, episode.severity, onset)
+    first_step, last_step = episode.steps(feat)
+    seg = slice(episode.start, episode.end + 1)
+    peak = float(np.max(frac[seg]))
+    held = float(np.median(frac[seg]))
+    before = slice(max(0, episode.onset - 2 * sustain), max(1, episode.onset))
+    evidence: dict[str, Any] = {
+        "metric": metric,
+        "truncated_share_baseline": base,
+        "truncated_share_before": float(np.median(frac[before])),
+        "truncated_share_while_high": held,
+        "truncated_share_peak": peak,
+        "truncated_share_now": float(frac[-1]),
+    }
+    len_max = ctx.features("completion_len_max")
+    if len_max is not None and len(len_max):
+        cap = float(np.nanmax(len_max.vmax))
+        lo, hi = _at_step(len_max, first_step), _at_step(len_max, last_step) + 1
+        evidence["length_cap_seen"] = cap
+        evidence["share_of_steps_at_cap"] = float(np.mean(len_max.vmax[lo:hi] >= 0.999 * cap))
+    for other, key in (("completion_len_mean", "completion_len_mean"), ("reward_mean", "reward_mean")):
+        f = ctx.features(other)
+        if f is not None and len(f):
+            o = _at_step(f, first_step)
+            evidence[f"{key}_before"] = _level(f, max(0, o - 2 * sustain), max(1, o))
+            evidence[f"{key}_while_high"] = _level(f, o, _at_step(f, last_step) + 1)
+    sample_share = _sample_truncated_share(ctx, first_step, last_step)
+    if sample_share is not None:
+        evidence["captured_samples_truncated"] = sample_share
+    # a directly measured share, not an inference: past the threshold for long is near-certain
+    conf = confidence(held / p["frac_warn"] - 1.0, 1.0, episode.end - episode.start + 1, sustain, floor=0.5)
+    explanation = (
+        f"{held:.0%} of completions hit the length cap from step {first_step} on (peak {peak:.0%}, "
+        f"{evidence['truncated_share_before']:.0%} before): they end without an answer or EOS, earn little or no reward, "
+        "and their rollout compute is wasted."
+    )
+    cause = _root_cause(ctx, first_step, int(p["cause_window_frac"] * max(1, ctx.n_steps)))
+    if cause is not None:
+        episode = Episode(episode.start, episode.end, "info", episode.onset)
+        conf = min(conf, 0.5)
+        explanation += f" It follows {cause[1]}: that is the likelier root cause (see {cause[0]})."
+        evidence["root_cause"] = cause[0]
+    return safe_finding(
+        ctx, "TRUNCATION_STARVE", episode, feat, conf, explanation, evidence,
+        [
+            "Raise max_completion_length if the task needs longer reasoning, or lower it deliberately with a length penalty.",
+            "Add an overlong penalty or soft length reward (DAPO's overlong reward shaping) so the policy learns to stop.",
+            "Mask truncated completions out of the loss (DAPO's overlong filtering) so they do not teach a wrong signal.",
+            "Read the linked samples: rambling, loops or unfinished reasoning tell which fix applies.",
+        ],
+        sample_order="truncated DESC NULLS LAST, completion_len DESC NULLS LAST",
+    )
+
+
+def _length_onset(ctx: DetectorContext, feat: MetricFeatures, onset: int, lookback: int, lo: int) -> int:
+    """Move the onset back to where completions started to grow towards the cap.
+
+    Truncation is the tail of the length distribution crossing the cap, so it only shows once
+    the lengths have grown most of the way; completion_len_mean (when logged on the same bins)
+    shows the growth that drives it from its start.
+    """
+    length = ctx.features("completion_len_mean")
+    if length is None or len(length) != len(feat) or not np.array_equal(length.step, feat.step):
+        return onset
+    log_len = np.log(np.maximum(finite_or(length.smooth, np.nan), 1e-9))
+    start = max(lo, onset - lookback)
+    return refine_onset(log_len, onset, start, onset + max(3, lookback // 4))
+
+
+def _root_cause(ctx: DetectorContext, first_step: int, window: int) -> tuple[str, str] | None:
+    """A failure that explains truncation starting at first_step, if one began around then."""
+    window = max(window, 5)
+    blow = entropy_blowup_episode(ctx)
+    if blow is not None and blow.first_step <= first_step + window and blow.last_step >= first_step - window:
+        return "ENTROPY_BLOWUP", f"an entropy blow-up ({blow.peak_ratio:.1f}x its early level from step {blow.first_step})"
+    rep = repetition_rise(ctx)
+    if rep is not None and rep.first_step <= first_step + window and rep.last_step >= first_step - window:
+        return "REPETITION_SPIRAL", f"a repetition spiral (repetition up to {rep.peak:.0%} from step {rep.first_step})"
+    return None
+
+
+def _sample_truncated_share(ctx: DetectorContext, lo: int, hi: int) -> float | None:
+    if not ctx.has_samples:
+        return None
+    try:
+        table = ctx.query(
+            "SELECT avg(CASE WHEN truncated THEN 1.0 ELSE 0.0 END) AS share FROM v1.samples "
+            "WHERE run_id = ? AND step BETWEEN ? AND ? AND truncated IS NOT NULL",
+            [ctx.run_id, int(lo), int(hi)],
+        )
+    except Exception:  # samples without a truncated column
+        return None
+    value = table.column("share")[0].as_py()
+    return float(value) if value is not None else None
+
+
+# ---------------------------------------------------------------------------------------------
+# REPETITION_SPIRAL
+# ---------------------------------------------------------------------------------------------
+def _repetition_inputs(ctx: DetectorContext) -> str | None:
+    if ctx.has("repetition_rate"):
+        return None
+    if ctx.has_samples:
+        table = ctx.query("SELECT count(*) AS n FROM v1.samples WHERE run_id = ? AND completion_text IS NOT NULL")
+        if table.column("n")[0].as_py() > 0:
+            return None
+    return "needs repetition_rate or captured samples with completion_text; this run logged neither"
+
+
+def _repetition_episode(ctx: DetectorContext, p: dict[str, Any]) -> tuple[Episode, MetricFeatures, np.ndarray, str, dict[str, Any]] | None:
+    """The sustained rise of repetition: from repetition_rate if logged, else from the samples' text."""
+    feat = ctx.features("repetition_rate")
+    if feat is not None and len(feat) >= 10 and np.isfinite(feat.b_median):
+        level = np.clip(finite_or(feat.smooth, 0.0), 0.0, 1.0)
+        base = max(float(feat.b_median), 0.0)
+        rise = level - base
+        ratio = level / max(base, 0.01)
+        sustain = sustain_points(len(feat), p["sustain_frac"])
+        episode = find_episode(
+            feat,
+            warn=(level >= p["rate_warn"]) & (rise >= p["rise_min"]) & (ratio >= p["ratio_min"]),
+            critical=(level >= p["rate_critical"]) & (rise >= p["rise_min"]) & (ratio >= p["ratio_min"]),
+            sustain=sustain,
+            refine_with=level,
+            not_before=baseline_end(len(feat)) // 2,
+        )
+        if episode is None:
+            return None
+        episode = Episode(episode.start, episode.end, episode.severity,
+                          refine_onset(level, episode.start, baseline_end(len(feat)) // 2, episode.start + 2 * sustain))
+        return episode, feat, level, "repetition_rate", {"baseline": base, "sustain": sustain}
+    text = _text_repetition(ctx)
+    if text is None or len(text["step"]) < 10:
+        return None
+    rep = np.clip(text["ngram_rep_mean" if p["text_stat"] == "mean" else "ngram_rep_median"], 0.0, 1.0)
+    steps = text["step"].astype(np.int64)
+    hi = np.concatenate([steps[1:] - 1, [steps[-1]]])
+    feat = _series_features("text.ngram_repetition", steps, hi, rep)
+    early = _early(rep)
+    if len(early) < 3:
+        return None
+    base = float(np.median(early))
+    level = np.clip(finite_or(feat.smooth, base), 0.0, 1.0)
+    novelty_ratio = (1.0 - level) / max(1.0 - base, 0.05)
+    sustain = sustain_points(len(feat), p["sustain_frac"])
+    episode = find_episode(
+        feat,
+        warn=(novelty_ratio <= p["text_novelty_warn"]) & (level >= p["text_rep_warn"]),
+        critical=(novelty_ratio <= p["text_novelty_critical"]) & (level >= p["text_rep_critical"]),
+        sustain=sustain,
+        refine_with=level,
+        not_before=baseline_end(len(feat)) // 2,
+    )
+    if episode is None:
+        return None
+    episode = Episode(episode.start, episode.end, episode.severity,
+                      refine_onset(level, episode.start, baseline_end(len(feat)) // 2, episode.start + 2 * sustain))
+    looping = finite_or(text["looping_frac"], np.nan)
+    return episode, feat, level, "samples", {"baseline": base, "sustain": sustain, "looping_frac": looping}
+
+
+@detector_with_check(
+    "REPETITION_SPIRAL",
+    "Generated text loops",
+    _repetition_inputs,
+    rate_warn=0.15,
+    rate_critical=0.3,
+    rise_min=0.1,
+    ratio_min=2.5,
+    text_rep_warn=0.5,
+    text_rep_critical=0.7,
+    text_novelty_warn=0.5,
+    text_novelty_critical=0.3,
+    text_stat="mean",
+    sustain_frac=0.03,
+)
+def repetition_spiral(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """Generated text loops, with rising n-gram repetition.
+
+    Once a policy puts probability on repeating what it just wrote, every repetition makes
+    the next one likelier (the model conditions on its own loop); RL sharpens it further when
+    the loop is not punished (a judge that rewards length, a verifier that only reads the last
+    line, a length-normalised loss that dilutes the penalty over a long completion). The loop
+    runs until the length cap stops it: completions lengthen, reward falls, and entropy drops.
+    The test, when the run logs repetition_rate (share of repeated n-grams per completion): the
+    smoothed rate at or above rate_warn (0.15), at least rise_min (0.1) and ratio_min (2.5x)
+    above its own early level, for 3% of the run; critical at rate_critical (0.3). Without
+    repetition_rate it measures the captured samples' text (v1.feat_gen_text_repetition: share
+    of repeated word 4-grams in the end of each completion, averaged over the samples of a
+    step, text_stat mean or median): at or above
+    text_rep_warn (0.5) while the share of fresh 4-grams fell to text_novelty_warn (0.5) of its
+    early level; critical at text_rep_critical (0.7) and text_novelty_critical (0.3).
+    """
+    found = _repetition_episode(ctx, p)
+    if found is None:
+        return None
+    episode, feat, level, source, info = found
+    sustain = info["sustain"]
+    first_step, last_step = episode.steps(feat)
+    seg = slice(episode.start, episode.end + 1)
+    peak = float(np.max(level[seg]))
+    held = float(np.median(level[seg]))
+    base = info["baseline"]
+    evidence: dict[str, Any] = {
+        "source": source,
+        "repetition_baseline": base,
+        "repetition_while_high": held,
+        "repetition_peak": peak,
+        "repetition_now": float(level[-1]),
+    }
+    if source == "repetition_rate":
+        text = _text_repetition(ctx) if ctx.has_samples else None
+        if text is not None and len(text["step"]) >= 4:
+            inside = (text["step"] >= first_step) & (text["step"] <= last_step)
+            early = _early(text["ngram_rep_median"])
+            if inside.any() and len(early):
+                evidence["text_ngram_repetition_early"] = float(np.median(early))
+                evidence["text_ngram_repetition_while_high"] = float(np.nanmedian(text["ngram_rep_median"][inside]))
+                evidence["text_looping_samples_while_high"] = float(np.nanmean(text["looping_frac"][inside]))
+        strength = (held - p["rate_warn"]) / p["rate_warn"] + max(held / max(base, 0.01) / p["ratio_min"] - 1.0, 0.0)
+    else:
+        inside = slice(episode.start, episode.end + 1)
+        evidence["text_looping_samples_while_high"] = float(np.nanmean(info["looping_frac"][inside]))
+        strength = (held - p["text_rep_warn"]) / (1.0 - p["text_rep_warn"]) * 2.0
+    for other in ("completion_len_mean", "reward_mean", "entropy_mean"):
+        f = ctx.features(other)
+        if f is not None and len(f):
+            o = _at_step(f, first_step)
+            evidence[f"{other}_before"] = _level(f, max(0, o - 2 * sustain), max(1, o))
+            evidence[f"{other}_while_high"] = _level(f, o, _at_step(f, last_step) + 1)
+    conf = confidence(strength, 1.0, episode.end - episode.start + 1, sustain)
+    what = "of n-grams repeat within a completion" if source == "repetition_rate" else "of word 4-grams repeat in the captured completions"
+    return safe_finding(
+        ctx, "REPETITION_SPIRAL", episode, feat, conf,
+        f"Generated text is looping: {held:.0%} {what} from step {first_step} on (early: {base:.0%}, peak {peak:.0%}).",
+        evidence,
+        [
+            "Add a repetition penalty or n-gram blocking to rollout sampling, or raise the temperature.",
+            "Penalise repetition in the reward (or make the verifier reject looping completions).",
+            "Check the length handling: a loss normalised per sequence length dilutes the penalty on long loops (see Dr. GRPO).",
+            "Read the linked samples: the repeated phrase often points at what the reward pays for.",
+        ],
+        sample_order="completion_len DESC NULLS LAST",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# THROUGHPUT_ROT
+# ---------------------------------------------------------------------------------------------
+@detector(
+    "THROUGHPUT_ROT",
+    "Step time creeps up",
+    needs_any=("step_time_s", "generation_time_s"),
+    ratio_info=1.5,
+    sustain_frac=0.1,
+    trend_p=0.001,
+)
+def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """Step time creeps up: each step costs more wall-clock than it did early in the run.
+
+    Usually a symptom: completions got longer (generation cost grows with length, attention
+    cost faster), so it is reported as info, never as a warning. When length did not grow it
+    points at the system: a leaking KV cache or memory fragmentation in the inference engine,
+    a growing replay buffer or logging payload, checkpoint or evaluation overheads, host-side
+    data loading. The test: the smoothed step_time_s (else generation_time_s) at or above
+    ratio_info (1.5x) its early level for 10% of the run, with a significant upward
+    Mann-Kendall trend (p < trend_p) after the early window. The evidence says how much of it
+    completion length and generation time explain.
+    """
+    metric = "step_time_s" if ctx.features("step_time_s") is not None else "generation_time_s"
+    feat = ctx.features(metric)
+    if feat is None or len(feat) < 20 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+        return None
+    ratio = finite_or(feat.ratio, 1.0)
+    sustain = sustain_points(len(feat), p["sustain_frac"])
+    episode = find_episode(
+        feat, warn=ratio >= p["ratio_info"], critical=np.zeros(len(feat), dtype=bool), sustain=sustain,
+        refine_with=finite_or(feat.smooth, feat.b_median), not_before=baseline_end(len(feat)),
+    )
+    if episode is None:
+        return None
+    tail = np.asarray(feat.value[baseline_end(len(feat)) :], dtype=float)
+    tail = tail[np.isfinite(tail)]
+    if len(tail) > 300:  # the trend test is O(n^2): thin long series evenly
+        tail = tail[np.linspace(0, len(tail) - 1, 300).astype(int)]
+    trend = mann_kendall(tail)
+    if trend.p_increasing > p["trend_p"]:
+        return None
+    log_smooth = np.log(np.maximum(finite_or(feat.smooth, feat.b_median), 1e-12))
+    episode = Episode(episode.start, episode.end, "info",
+                      refine_onset(log_smooth, episode.start, baseline_end(len(feat)) // 2, episode.start + 2 * sustain))
+    seg = slice(episode.start, episode.end + 1)
+    held = float(np.median(ratio[seg]))
+    first_step, last_step = episode.steps(feat)
+    evidence: dict[str, Any] = {
+        f"{metric}_baseline": feat.b_median,
+        f"{metric}_now": float(feat.smooth[-1]),
+        "ratio_while_high": held,
+        "ratio_now": float(ratio[-1]),
+        "trend_p_value": trend.p_increasing,
+    }
+    length_ratio = float("nan")
+    length = ctx.features("completion_len_mean")
+    if length is not None and len(length) and np.isfinite(length.b_median) and length.b_median > 0:
+        o = _at_step(length, first_step)
+        length_ratio = _level(length, o, _at_step(length, last_step) + 1) / length.b_median
+        evidence["completion_len_ratio"] = length_ratio
+    if metric == "step_time_s":
+        gen = ctx.features("generation_time_s")
+        if gen is not None and len(gen) and np.isfinite(gen.b_median) and gen.b_median > 0:
+            o = _at_step(gen, first_step)
+            gen_now = _level(gen, o, _at_step(gen, last_step) + 1)
+            evidence["generation_time_ratio"] = gen_now / gen.b_median
+            step_now = held * feat.b_median
+            evidence["generation_share_of_growth"] = float(np.clip((gen_now - gen.b_median) / max(step_now - feat.b_median, 1e-9), 0, 1))
+    if np.isfinite(length_ratio) and length_ratio >= 1.0 + 0.5 * (held - 1.0):
+        why = f"Completions got {length_ratio:.1f}x longer over the same stretch, which explains most of it (see REWARD_HACK_LENGTH or TRUNCATION_STARVE if the length is not earning reward)."
+    elif np.isfinite(length_ratio):
+        why = f"Completion length only changed {length_ratio:.2f}x, so it is not the length: look at the inference engine, memory, data loading or per-step overheads."
+    else:
+        why = "The run did not log completion length, so whether length explains it is unknown."
+    return safe_finding(
+        ctx, "THROUGHPUT_ROT", Episode(episode.start, episode.end, "info", episode.onset), feat,
+        confidence(held / p["ratio_info"] - 1.0, 0.5, episode.end - episode.start + 1, sustain),
+        f"Each step takes {held:.1f}x as long as early in the run ({metric} {feat.b_median:.3g}s -> {float(feat.smooth[-1]):.3g}s). {why}",
+        evidence,
+        [
+            "Compare generation_time_s with step_time_s: generation-bound slow-down follows completion length.",
+            "If length did not grow, profile the inference engine (KV cache, memory) and per-step overheads (logging, checkpoints, data loading).",
+            "If length grew without reward, cap or penalise length (see REWARD_HACK_LENGTH, TRUNCATION_STARVE).",
+        ],
+        sample_order="completion_len DESC NULLS LAST",
+    )
+
+
+__all__ = ["RepetitionRise", "repetition_rise"]

@@ -1,23 +1,163 @@
-"""Signatures of the policy distribution itself: entropy collapse and blow-up, KL blow-up."""
+"""Signatures of the policy distribution itself: entropy collapse and blow-up, KL blow-up, and
+KL that concentrates at a few token positions.
+
+The helpers at the top (entropy_blowup_episode, ...) are shared with the generation detectors,
+which use them to recognise when truncation or length is a downstream symptom of a policy that
+blew up rather than a failure of its own.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 import numpy as np
 
-from rlprobe.doctor.context import DetectorContext
-from rlprobe.doctor.detectors._common import baseline_end, confidence, find_episode, make_finding, sustain_points
+from rlprobe.doctor.context import DetectorContext, MetricFeatures
+from rlprobe.doctor.detectors._common import Episode, baseline_end, confidence, find_episode, make_finding, sustain_points
 from rlprobe.doctor.findings import Finding
-from rlprobe.doctor.registry import detector
+from rlprobe.doctor.registry import DETECTORS, Detector, DetectFn, detector
+from rlprobe.doctor.stats import first_sustained
 
 
+# ---------------------------------------------------------------------------------------------
+# shared helpers
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CheckedDetector(Detector):
+    """A detector whose inputs are not plain step metrics (list columns, captured samples).
+
+    ``check`` says why the detector cannot run (like Detector.skip_reason), so it is still
+    listed as skipped with a reason rather than silently returning nothing.
+    """
+
+    check: Optional[Callable[[DetectorContext], Optional[str]]] = None
+
+    def skip_reason(self, ctx: DetectorContext) -> str | None:
+        return self.check(ctx) if self.check is not None else super().skip_reason(ctx)
+
+
+def detector_with_check(id: str, title: str, check: Callable[[DetectorContext], Optional[str]], **params: Any) -> Callable[[DetectFn], DetectFn]:
+    """Like registry.detector, with a custom input check instead of needs_all/needs_any."""
+
+    def register(fn: DetectFn) -> DetectFn:
+        if id in DETECTORS:
+            raise ValueError(f"detector {id} registered twice")
+        DETECTORS[id] = CheckedDetector(id, title, fn, (), (), dict(params), (fn.__doc__ or "").strip(), check)
+        return fn
+
+    return register
+
+
+def safe_finding(ctx: DetectorContext, signature_id: str, episode: Episode, feat: MetricFeatures, conf: float,
+                 explanation: str, evidence: dict[str, Any], actions: list[str], sample_order: str) -> Finding:
+    """make_finding, falling back to the default sample order when the samples lack a column."""
+    try:
+        return make_finding(ctx, signature_id, episode, feat, conf, explanation, evidence, actions, sample_order=sample_order)
+    except Exception:  # samples captured without the column the order needs (in-memory views)
+        return make_finding(ctx, signature_id, episode, feat, conf, explanation, evidence, actions, sample_order="step DESC")
+
+
+def finite_or(x: np.ndarray, fill: float) -> np.ndarray:
+    """x with NaN/inf replaced by fill."""
+    x = np.asarray(x, dtype=float)
+    return np.where(np.isfinite(x), x, fill)
+
+
+@dataclass(frozen=True)
+class EntropyBlowup:
+    """Where entropy blew up, in steps, and how far (peak ratio to its early level)."""
+
+    first_step: int
+    last_step: int
+    peak_ratio: float
+
+
+def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, np.ndarray, float] | None:
+    """The blow-up episode, the entropy ratio it was judged on, and the level it is relative to.
+
+    First against the run's early level (the baseline window). A blow-up inside that window
+    (a short run, or one that blows up within its first ~20%) lifts the baseline itself, so
+    failing that, against the level before the largest upward shift of log entropy.
+    """
+    if len(feat) < 10:
+        return None
+    sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
+    if np.isfinite(feat.b_median) and feat.b_median > 0:
+        ratio = finite_or(feat.ratio, 1.0)
+        robust = feat.z > p["z_min"]
+        episode = find_episode(
+            feat,
+            warn=(ratio > p["ratio_warn"]) & robust,
+            critical=(ratio > p["ratio_critical"]) & robust,
+            sustain=sustain,
+            refine_with=feat.smooth,
+            not_before=baseline_end(len(feat)) // 2,
+        )
+        if episode is not None:
+            return episode, ratio, float(feat.b_median)
+    return _early_blowup(feat, p, sustain)
+
+
+def _early_blowup(feat: MetricFeatures, p: dict[str, Any], sustain: int) -> tuple[Episode, np.ndarray, float] | None:
+    value = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(value) & (value > 0)
+    if ok.sum() < 10:
+        return None
+    y = np.where(ok, np.log(np.where(ok, value, 1.0)), np.nan)
+    filled = np.where(ok, y, np.nanmedian(y))
+    c = np.cumsum(filled - filled.mean())
+    k = int(np.argmin(c[:-1])) + 1  # where the mean shifts up the most
+    if k < 3 or len(y) - k < sustain:
+        return None
+    before = y[:k][np.isfinite(y[:k])]
+    level = float(np.median(before))
+    spread = max(1.4826 * float(np.median(np.abs(before - level))), math.log(1.05))
+    log_smooth = np.log(np.maximum(finite_or(feat.smooth, np.nan), 1e-300))
+    log_smooth = np.where(np.isfinite(log_smooth), log_smooth, level)
+    ratio = np.exp(log_smooth - level)
+    after = np.arange(len(y)) >= k
+    robust = (log_smooth - level) / spread > p["z_min"]
+    episode = find_episode(
+        feat,
+        warn=(ratio > p["ratio_warn"]) & robust & after,
+        critical=(ratio > p["ratio_critical"]) & robust & after,
+        sustain=sustain,
+        refine_with=log_smooth,
+        not_before=k,
+    )
+    if episode is None:
+        return None
+    onset = min(episode.onset, k)
+    while onset > 1 and np.isfinite(y[onset - 1]) and (y[onset - 1] - level) / spread > p["z_min"]:
+        onset -= 1  # the shift's first point can sit on the low side of the changepoint
+    return Episode(episode.start, episode.end, episode.severity, onset), ratio, math.exp(level)
+
+
+def entropy_blowup_episode(ctx: DetectorContext) -> EntropyBlowup | None:
+    """ENTROPY_BLOWUP's own test with its default parameters: did entropy blow up, and when."""
+    feat = ctx.features("entropy_mean")
+    if feat is None:
+        return None
+    hit = _entropy_blowup_episode(feat, DETECTORS["ENTROPY_BLOWUP"].params)
+    if hit is None:
+        return None
+    episode, ratio, _ = hit
+    first, last = episode.steps(feat)
+    return EntropyBlowup(first, last, float(np.max(ratio[episode.start : episode.end + 1])))
+
+
+# ---------------------------------------------------------------------------------------------
+# ENTROPY_COLLAPSE
+# ---------------------------------------------------------------------------------------------
 @detector(
     "ENTROPY_COLLAPSE",
     "Policy entropy collapses",
     needs_all=("entropy_mean",),
     ratio_warn=0.2,
-    ratio_critical=0.08,
+    ratio_critical=0.1,
+    z_max=-3.0,
     sustain_frac=0.03,
 )
 def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
@@ -28,24 +168,30 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     satisfy one way, the policy becomes near-deterministic. Every completion in a group then
     looks alike, group reward variance vanishes, advantages go to zero and learning stalls.
     Natural RL fine-tuning lowers entropy too (often 2-4x over a run), so the test is relative
-    to the run's own early level and must hold for a sustained stretch.
+    to the run's own early level (ratio of the smoothed entropy to the baseline median below
+    ratio_warn, 0.2, and below the baseline by more than 3 robust z) and must hold for a
+    sustained stretch (3% of the run). Critical below ratio_critical (0.1).
     """
     feat = ctx.features("entropy_mean")
     if feat is None or len(feat) < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
         return None
     sustain = sustain_points(len(feat), p["sustain_frac"])
-    ratio = np.where(np.isfinite(feat.ratio), feat.ratio, 1.0)
-    robust = feat.z < -3
+    ratio = finite_or(feat.ratio, 1.0)
+    robust = feat.z < p["z_max"]
+    log_smooth = np.log(np.maximum(finite_or(feat.smooth, feat.b_median), 1e-12))
     episode = find_episode(
         feat,
         warn=(ratio < p["ratio_warn"]) & robust,
         critical=(ratio < p["ratio_critical"]) & robust,
         sustain=sustain,
-        refine_with=feat.smooth,
+        refine_with=log_smooth,
         not_before=baseline_end(len(feat)) // 2,
     )
     if episode is None:
         return None
+    lo = baseline_end(len(feat)) // 2
+    episode = Episode(episode.start, episode.end, episode.severity,
+                      refine_onset(log_smooth, episode.start, lo, episode.start + 2 * sustain))
     held = ratio[episode.start : episode.end + 1]
     lowest = float(np.min(held))
     evidence: dict[str, Any] = {
@@ -59,7 +205,7 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         if other is not None and len(other):
             evidence[key] = float(other.ratio[-1]) if key.endswith("ratio") else float(other.smooth[-1])
     strength = p["ratio_warn"] / max(lowest, 1e-6) - 1.0
-    return make_finding(
+    return safe_finding(
         ctx, "ENTROPY_COLLAPSE", episode, feat,
         confidence(strength, 1.5, episode.end - episode.start + 1, sustain),
         f"Policy entropy fell to {lowest:.0%} of its early level ({feat.b_median:.3g} -> "
@@ -75,12 +221,16 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# ENTROPY_BLOWUP
+# ---------------------------------------------------------------------------------------------
 @detector(
     "ENTROPY_BLOWUP",
     "Policy entropy blows up",
     needs_all=("entropy_mean",),
     ratio_warn=2.5,
     ratio_critical=4.0,
+    z_min=4.0,
     sustain_frac=0.02,
 )
 def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
@@ -89,36 +239,42 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     Typically a too-high learning rate (or a bad update after a loss spike) knocks the policy
     off the data manifold: token distributions flatten, completions become token soup that
     runs to the length cap, and reward falls to zero. Unlike a slow drift this happens within
-    a handful of steps and rarely recovers without rolling back.
+    a handful of steps and rarely recovers without rolling back. The test: the smoothed
+    entropy above ratio_warn (2.5x) its early level and more than z_min (4) robust z above it,
+    for 2% of the run (at least 3 points); critical above ratio_critical (4x). A blow-up
+    inside the baseline window lifts the early level itself, so failing that test the level
+    before the largest upward shift of log entropy is the reference (the real collapse log:
+    entropy 0.2 -> 7 at step 25 of 200). Truncation, KL and reward collapse that follow are
+    reported by their own detectors as symptoms.
     """
     feat = ctx.features("entropy_mean")
-    if feat is None or len(feat) < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+    if feat is None:
         return None
+    hit = _entropy_blowup_episode(feat, p)
+    if hit is None:
+        return None
+    episode, ratio, base = hit
     sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
-    ratio = np.where(np.isfinite(feat.ratio), feat.ratio, 1.0)
-    robust = feat.z > 4
-    episode = find_episode(
-        feat,
-        warn=(ratio > p["ratio_warn"]) & robust,
-        critical=(ratio > p["ratio_critical"]) & robust,
-        sustain=sustain,
-        refine_with=feat.smooth,
-        not_before=baseline_end(len(feat)) // 2,
-    )
-    if episode is None:
-        return None
     peak = float(np.max(ratio[episode.start : episode.end + 1]))
-    evidence: dict[str, Any] = {"entropy_baseline": feat.b_median, "entropy_peak": float(np.nanmax(feat.smooth)), "peak_ratio_to_baseline": peak}
-    for metric in ("reward_mean", "completion_len_mean", "max_len_hit_frac"):
+    held = float(np.median(ratio[episode.start : episode.end + 1]))
+    evidence: dict[str, Any] = {
+        "entropy_baseline": base,
+        "entropy_peak": float(np.nanmax(feat.smooth)),
+        "peak_ratio_to_baseline": peak,
+        "median_ratio_while_high": held,
+        "steps_above_threshold": int(feat.step_hi[episode.end] - feat.step[episode.start] + 1),
+    }
+    for metric in ("reward_mean", "completion_len_mean", "max_len_hit_frac", "truncation_rate", "kl_mean"):
         other = ctx.features(metric)
         if other is not None and len(other):
             evidence[f"{metric}_before"] = other.b_median
             evidence[f"{metric}_now"] = float(other.smooth[-1])
-    strength = peak / p["ratio_warn"] - 1.0
-    return make_finding(
+    strength = held / p["ratio_warn"] - 1.0
+    return safe_finding(
         ctx, "ENTROPY_BLOWUP", episode, feat,
-        confidence(strength, 0.5, episode.end - episode.start + 1, sustain),
-        f"Policy entropy jumped to {peak:.1f}x its early level: completions are likely degenerating into noise.",
+        confidence(strength, 0.25, episode.end - episode.start + 1, sustain, floor=0.5),
+        f"Policy entropy jumped to {peak:.1f}x its early level ({base:.3g} -> "
+        f"{float(np.nanmax(feat.smooth)):.3g}) within a few steps: completions are likely degenerating into noise.",
         evidence,
         [
             "Roll back to the checkpoint before the onset and lower the learning rate.",
@@ -129,34 +285,138 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     )
 
 
-def _excess_over_trend(y: np.ndarray, gap: int, span: int) -> np.ndarray:
-    """y[t] divided by a line fitted to y[t-gap-span : t-gap] and extrapolated to t.
+# ---------------------------------------------------------------------------------------------
+# KL_BLOWUP
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HingeFit:
+    """y = a + p u, plus from the breakpoint u_k on a jump b and a bend g1 d + g2 d^2.
 
-    Healthy KL grows roughly linearly or slower, so a recent-trend projection keeps up with it;
-    super-linear growth or a jump outruns the projection by a growing factor.
+    d = (u - u_k) / u_scale, with u_scale the span of the fitted u (keeps the fit well
+    conditioned whatever the units of u).
     """
-    n = len(y)
-    out = np.ones(n)
-    x = np.arange(n, dtype=float)
-    for t in range(gap + span, n):
-        xs = x[t - gap - span : t - gap]
-        ys = y[t - gap - span : t - gap]
-        ok = np.isfinite(ys)
-        if ok.sum() < 3:
-            continue
-        slope, intercept = np.polyfit(xs[ok], ys[ok], 1)
-        projected = max(intercept + slope * t, np.nanmax(ys[ok]), 1e-12)
-        out[t] = y[t] / projected if np.isfinite(y[t]) else 1.0
-    return out
+
+    index: int  # breakpoint, as an index into the points that were fitted
+    a: float
+    p: float
+    b: float
+    g1: float
+    g2: float
+    u_scale: float
+    sigma: float  # robust residual scale of the hinge fit
+    improvement: float  # (SSE of the plain line - SSE of the hinge) / sigma^2
+
+    def extra(self, du: np.ndarray) -> np.ndarray:
+        """What the hinge adds to the line at du = u - u_k (0 before the breakpoint)."""
+        du = np.asarray(du, dtype=float)
+        d = np.maximum(du, 0.0) / self.u_scale
+        return np.where(du >= 0, self.b + self.g1 * d + self.g2 * d * d, 0.0)
+
+
+def _suffix(x: np.ndarray) -> np.ndarray:
+    return np.cumsum(x[::-1])[::-1]
+
+
+def hinge_fit(u: np.ndarray, y: np.ndarray, min_side: int) -> HingeFit | None:
+    """Best single-breakpoint fit of y = a + p u + [u >= u_k] (b + g1 d + g2 d^2), d = u - u_k scaled.
+
+    u must increase (ln step for a power law, the point index for a line). Every candidate
+    breakpoint k (at least min_side points from either end) is solved exactly from suffix sums
+    of powers of u (binomial expansion of (u - u_k)^m), so the whole search is O(n).
+    """
+    n = len(u)
+    if n < 2 * min_side + 4:
+        return None
+    u = np.asarray(u, dtype=float)
+    y = np.asarray(y, dtype=float)
+    mean_u = float(np.mean(u))
+    u_scale = float(max(np.ptp(u), 1e-12))
+    w = (u - mean_u) / u_scale  # centred and scaled for numerical stability
+    ks = np.arange(min_side, n - min_side)
+    wk = w[ks]
+    sw = [_suffix(w**j)[ks] for j in range(5)]  # sums over the suffix of w^j ...
+    syw = [_suffix(y * w**j)[ks] for j in range(3)]  # ... and of y w^j
+
+    def centred(sums: list[np.ndarray], m: int) -> np.ndarray:  # sum over the suffix of f (w - wk)^m
+        return sum(math.comb(m, j) * (-wk) ** (m - j) * sums[j] for j in range(m + 1))
+
+    C = [centred(sw, m) for m in range(5)]
+    E = [centred(syw, m) for m in range(3)]
+    D = [C[1] + wk * C[0], C[2] + wk * C[1], C[3] + wk * C[2]]  # sums of w (w - wk)^m
+    K = len(ks)
+    full = lambda value: np.full(K, float(value))  # noqa: E731
+    N, W, WW = full(n), full(w.sum()), full((w * w).sum())
+    rows = (
+        (N, W, C[0], C[1], C[2]),
+        (W, WW, D[0], D[1], D[2]),
+        (C[0], D[0], C[0], C[1], C[2]),
+        (C[1], D[1], C[1], C[2], C[3]),
+        (C[2], D[2], C[2], C[3], C[4]),
+    )
+    xtx = np.empty((K, 5, 5))
+    for i, row in enumerate(rows):
+        for j, col in enumerate(row):
+            xtx[:, i, j] = col
+    xty = np.stack([full(y.sum()), full((w * y).sum()), E[0], E[1], E[2]], axis=1)
+    xtx += np.eye(5)[None] * 1e-9
+    beta = np.linalg.solve(xtx, xty[..., None])[..., 0]
+    sse = float((y * y).sum()) - (beta * xty).sum(axis=1)
+    best = int(np.argmin(sse))
+    k = int(ks[best])
+    a, p, b, g1, g2 = (float(c) for c in beta[best])
+    p_u = p / u_scale  # slope per unit of u
+    fit = HingeFit(k, a - p_u * mean_u, p_u, b, g1, g2, u_scale, 1.0, 0.0)
+    resid = y - (fit.a + fit.p * u + fit.extra(u - u[k]))
+    sigma = max(1.4826 * float(np.median(np.abs(resid - np.median(resid)))), 1e-6)
+    design0 = np.vstack([np.ones(n), w]).T
+    coef0, *_ = np.linalg.lstsq(design0, y, rcond=None)
+    sse0 = float(((y - design0 @ coef0) ** 2).sum())
+    return HingeFit(k, fit.a, fit.p, b, g1, g2, u_scale, sigma, (sse0 - float(sse[best])) / sigma**2)
+
+
+def refine_onset(y: np.ndarray, start: int, lo: int, hi: int, share: float = 0.0) -> int:
+    """Where a detected shift began, at most start.
+
+    A threshold is crossed well after a drift begins, and a slow drift (a ramp over hundreds of
+    steps) starts long before a short CUSUM window reaches. y[lo:hi] (from the baseline to just
+    past the crossing) is fitted by a line plus, after a breakpoint, a jump and a bend
+    (hinge_fit on the point index); the onset is the first point from the breakpoint on where
+    the fitted departure from the line has covered `share` of what it had reached at `start`.
+    That skips a bend that dips before it rises, and stays at the breakpoint for a jump.
+    """
+    lo, hi = max(0, lo), min(len(y), hi)
+    seg = np.asarray(y[lo:hi], dtype=float)
+    ok = np.isfinite(seg)
+    if ok.sum() < 12 or not lo <= start < hi:
+        return start
+    x = np.flatnonzero(ok).astype(float)
+    fit = hinge_fit(x, seg[ok], min_side=3)
+    if fit is None:
+        return start
+    k = int(x[fit.index])
+    if k >= start - lo:
+        return start
+    dx = np.arange(k, start - lo + 1, dtype=float) - k
+    extra = fit.extra(dx)
+    total = float(extra[-1])
+    if not np.isfinite(total) or total == 0.0:
+        return start
+    covered = np.flatnonzero(extra / total >= share)
+    return int(min(start, lo + k + (int(covered[0]) if len(covered) else 0)))
 
 
 @detector(
     "KL_BLOWUP",
     "KL to the reference blows up",
     needs_any=("kl_mean", "kl_max"),
-    excess_warn=2.5,
-    excess_critical=5.0,
-    min_ratio_to_baseline=4.0,
+    excess_warn=3.0,
+    excess_critical=6.0,
+    healthy_slope=1.0,
+    min_improvement=30.0,
+    min_kl=1e-3,
+    departure=1.05,
+    entropy_explains=True,
+    cause_window_frac=0.05,
     sustain_frac=0.02,
 )
 def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
@@ -164,44 +424,82 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
 
     The KL penalty (or its absence, beta = 0) bounds how far the policy may drift; once the
     reward gradient overwhelms it, KL compounds step over step. Rewards often still look fine
-    while the policy exploits regions where the reward model is wrong. Slow, roughly linear KL
-    growth is normal; the signature is growth that outruns its own recent trend.
+    while the policy exploits regions where the reward model is wrong. Healthy KL grows like a
+    power of the step with exponent at most about 1 (sqrt-like to linear), so the test works in
+    log-log space: ln KL is fitted with a power law plus, after a breakpoint searched over every
+    point, a jump and an extra slope. From the breakpoint on, KL is compared with the fitted
+    trend continued at the steeper of its own slope and linear growth (healthy_slope); the
+    signature is KL staying excess_warn (3x) above that ceiling for 2% of the run (critical:
+    excess_critical, 6x), with the breakpoint clearly better than a plain power law
+    (min_improvement) and KL above min_kl nats. The first step is where the fitted curve left
+    the power law by `departure` (5%). When entropy blew up at the same time (within
+    cause_window_frac of the run) the KL jump is its symptom: reported as info, pointing at
+    ENTROPY_BLOWUP.
     """
     metric = "kl_mean" if ctx.features("kl_mean") is not None else "kl_max"
     feat = ctx.features(metric)
     if feat is None or len(feat) < 20:
         return None
-    smooth = np.where(np.isfinite(feat.smooth), feat.smooth, np.nan)
-    gap = max(2, len(feat) // 50)
-    span = max(5, len(feat) // 10)
-    excess = _excess_over_trend(smooth, gap, span)
-    big = np.nan_to_num(feat.ratio, nan=0.0) > p["min_ratio_to_baseline"]
-    sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
-    episode = find_episode(
-        feat,
-        warn=(excess > p["excess_warn"]) & big,
-        critical=(excess > p["excess_critical"]) & big,
-        sustain=sustain,
-        refine_with=smooth,
-        not_before=baseline_end(len(feat)) // 2,
-    )
-    if episode is None:
+    value = np.asarray(feat.value, dtype=float)
+    smooth = np.asarray(feat.smooth, dtype=float)
+    steps = feat.step.astype(float)
+    lo = int(np.floor(0.05 * len(feat)))
+    ok = np.isfinite(value) & (value > 0) & (steps > 0) & (np.arange(len(feat)) >= lo)
+    idx = np.flatnonzero(ok)
+    if len(idx) < 20:
         return None
-    peak_excess = float(np.max(excess[episode.start : episode.end + 1]))
+    u_all = np.log(np.maximum(steps, 1.0))
+    fit = hinge_fit(u_all[idx], np.log(value[idx]), min_side=max(3, len(idx) // 25))
+    if fit is None or fit.improvement < p["min_improvement"]:
+        return None
+    c = int(idx[fit.index])
+    uc = u_all[c]
+    slope = max(fit.p, p["healthy_slope"])
+    ceiling = fit.a + fit.p * uc + slope * (u_all - uc)
+    log_smooth = np.log(np.maximum(finite_or(smooth, np.nan), 1e-300))
+    excess = np.where((np.arange(len(feat)) >= c) & np.isfinite(log_smooth), log_smooth - ceiling, 0.0)
+    big = finite_or(smooth, 0.0) >= p["min_kl"]
+    sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
+    warn = (excess > math.log(p["excess_warn"])) & big
+    critical = (excess > math.log(p["excess_critical"])) & big
+    hit = first_sustained(warn | critical, sustain)
+    if hit is None:
+        return None
+    start, end = hit
+    severity = "critical" if first_sustained(critical[start:], sustain) is not None else "warn"
+    onset = _kl_onset(fit, u_all, c, start, p["departure"])
+    episode = Episode(start, end, severity, onset)
+    peak_excess = float(np.exp(np.max(excess[start : end + 1])))
+    verdict = " the policy is escaping the reference."
+    blow = entropy_blowup_episode(ctx) if p["entropy_explains"] else None
     evidence: dict[str, Any] = {
         f"{metric}_baseline": feat.b_median,
+        f"{metric}_at_onset": float(np.exp(fit.a + fit.p * uc)),
         f"{metric}_now": float(smooth[-1]),
         f"{metric}_peak": float(np.nanmax(smooth)),
+        "trend_exponent_before": fit.p,
+        "jump_factor_at_onset": float(np.exp(fit.b)),
+        "fitted_factor_above_trend_at_end": float(np.exp(fit.extra(u_all[idx[-1]] - uc))),
         "peak_excess_over_trend": peak_excess,
     }
     kl_max = ctx.features("kl_max")
     if metric == "kl_mean" and kl_max is not None and len(kl_max):
+        evidence["kl_max_baseline"] = kl_max.b_median
         evidence["kl_max_now"] = float(kl_max.smooth[-1])
-    return make_finding(
-        ctx, "KL_BLOWUP", episode, feat,
-        confidence(peak_excess / p["excess_warn"] - 1.0, 1.0, episode.end - episode.start + 1, sustain),
-        f"KL to the reference ({metric}) outran its own trend by {peak_excess:.1f}x and reached "
-        f"{float(np.nanmax(smooth)):.3g} (early level {feat.b_median:.3g}): the policy is escaping the reference.",
+    conf = confidence(math.log(peak_excess) / math.log(p["excess_warn"]) - 1.0, 0.7, end - start + 1, sustain)
+    first_step = feat.step_at(episode.onset)
+    window = max(5, int(p["cause_window_frac"] * max(1, ctx.n_steps)))
+    if blow is not None and blow.first_step <= first_step + window and blow.last_step >= first_step - window:
+        episode = Episode(start, end, "info", episode.onset)
+        conf = min(conf, 0.5)
+        verdict = (f" entropy blew up {blow.peak_ratio:.1f}x from step {blow.first_step} at the same time, and the KL jump "
+                   "is a symptom of that (see ENTROPY_BLOWUP).")
+        evidence["entropy_blowup_step"] = blow.first_step
+    return safe_finding(
+        ctx, "KL_BLOWUP", episode, feat, conf,
+        f"KL to the reference ({metric}) broke away from its own trend at step {first_step} and rose to "
+        f"{peak_excess:.1f}x what even linear growth would give, reaching {float(np.nanmax(smooth)):.3g} "
+        f"(early level {feat.b_median:.3g}):{verdict}",
         evidence,
         [
             "Raise the KL coefficient (beta), or use an adaptive KL controller.",
@@ -210,3 +508,142 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         ],
         sample_order="kl_contribution DESC NULLS LAST",
     )
+
+
+def _kl_onset(fit: HingeFit, u: np.ndarray, c: int, start: int, departure: float) -> int:
+    """Where the departure from the power law began: the first point at or after the breakpoint
+    where the fitted extra term (jump plus bend) exceeds ln(departure).
+
+    The breakpoint itself can sit before the visible departure (a quadratic bend may dip
+    before it rises) or, for a jump, exactly on it; the fitted curve says when KL actually
+    left its trend, without the noise of the raw series.
+    """
+    extra = fit.extra(u[c:] - u[c])
+    above = np.flatnonzero(extra >= math.log(departure))
+    onset = c + int(above[0]) if len(above) else c
+    return int(min(onset, start))
+
+
+# ---------------------------------------------------------------------------------------------
+# REF_POLICY_DRIFT_ASYMMETRY
+# ---------------------------------------------------------------------------------------------
+def _kl_positional_logged(ctx: DetectorContext) -> str | None:
+    # not ctx.has("kl_positional"): DetectorContext.has() cannot test a list-valued column
+    table = ctx.query("SELECT count(*) AS n FROM v1.steps WHERE run_id = ? AND kl_positional IS NOT NULL AND len(kl_positional) >= 2")
+    if table.column("n")[0].as_py() == 0:
+        return "needs kl_positional, which this run did not log"
+    return None
+
+
+@detector_with_check(
+    "REF_POLICY_DRIFT_ASYMMETRY",
+    "KL to the reference concentrates at a few token positions",
+    _kl_positional_logged,
+    top2_warn=0.5,
+    top2_critical=0.8,
+    rise_min=0.15,
+    sustain_frac=0.03,
+)
+def ref_policy_drift_asymmetry(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """KL concentrates at a few token positions: a template or formatting mismatch.
+
+    kl_positional splits a step's KL over position buckets along the completion. A policy that
+    learns spreads its drift from the reference over the whole completion. When almost all of
+    it sits in one or two buckets, the policy and the reference disagree about a few specific
+    tokens: typically a chat template, BOS/EOS or special token that the reference never saw
+    (or sees differently), a system prompt mismatch, or a formatting prefix the reward pays
+    for. The KL penalty then fights over those tokens instead of regularising the behaviour,
+    and the scalar kl_mean hides it. The test: the share of KL in the top two buckets at or
+    above top2_warn (0.5) and at least rise_min (0.15) above its own early level, for 3% of
+    the run; critical at top2_critical (0.8). Shares come from the SQL feature
+    v1.feat_policy_kl_positional.
+    """
+    table = ctx.query(
+        "SELECT step, step_hi, top1_share, top2_share, eff_buckets, top_bucket, n_buckets, kl_total "
+        "FROM v1.feat_policy_kl_positional WHERE run_id = ? ORDER BY step"
+    )
+    if table.num_rows < 10:
+        return None
+    col = {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+    top2 = np.asarray(col["top2_share"], dtype=float)
+    n = len(top2)
+    feat = _share_features(col, top2)
+    lo_b = int(np.floor(0.05 * n))
+    base = top2[lo_b : baseline_end(n)]
+    base = base[np.isfinite(base)]
+    if len(base) < 3:
+        return None
+    b_top2 = float(np.median(base))
+    smooth = feat.smooth
+    sustain = sustain_points(n, p["sustain_frac"])
+    rise = smooth - b_top2
+    episode = find_episode(
+        feat,
+        warn=(smooth >= p["top2_warn"]) & (rise >= p["rise_min"]),
+        critical=(smooth >= p["top2_critical"]) & (rise >= p["rise_min"]),
+        sustain=sustain,
+        refine_with=smooth,
+        not_before=baseline_end(n) // 2,
+    )
+    if episode is None:
+        return None
+    episode = Episode(episode.start, episode.end, episode.severity,
+                      refine_onset(smooth, episode.start, baseline_end(n) // 2, episode.start + 2 * sustain))
+    seg = slice(episode.start, episode.end + 1)
+    peak = float(np.nanmax(smooth[seg]))
+    buckets = np.asarray(col["top_bucket"], dtype=float)[seg]
+    buckets = buckets[np.isfinite(buckets)].astype(int)
+    top_bucket = int(np.bincount(buckets).argmax()) if len(buckets) else -1
+    n_buckets = int(np.nanmax(np.asarray(col["n_buckets"], dtype=float)))
+    eff = np.asarray(col["eff_buckets"], dtype=float)
+    where = "start" if top_bucket <= max(0, n_buckets // 4 - 1) else "end" if top_bucket >= n_buckets - max(1, n_buckets // 4) else "middle"
+    evidence: dict[str, Any] = {
+        "top2_share_baseline": b_top2,
+        "top2_share_peak": peak,
+        "top2_share_now": float(smooth[-1]),
+        "top1_share_now": float(np.asarray(col["top1_share"], dtype=float)[-1]),
+        "dominant_bucket": top_bucket,
+        "n_buckets": n_buckets,
+        "effective_buckets_baseline": float(np.nanmedian(eff[lo_b : baseline_end(n)])),
+        "effective_buckets_now": float(np.nanmedian(eff[max(0, n - sustain) :])),
+    }
+    kl = ctx.features("kl_mean")
+    if kl is not None and len(kl):
+        evidence["kl_mean_baseline"] = kl.b_median
+        evidence["kl_mean_now"] = float(kl.smooth[-1])
+    strength = (peak - p["top2_warn"]) / max(1.0 - p["top2_warn"], 1e-6) + max(rise[seg].max() - p["rise_min"], 0.0)
+    conf = confidence(strength, 0.4, episode.end - episode.start + 1, sustain)
+    position = {"start": "at the start of the completions", "end": "at the end of the completions", "middle": "in the middle of the completions"}[where]
+    return safe_finding(
+        ctx, "REF_POLICY_DRIFT_ASYMMETRY", episode, feat, conf,
+        f"{peak:.0%} of the KL to the reference sits in two of {n_buckets} position buckets (early: {b_top2:.0%}), "
+        f"mostly bucket {top_bucket}, {position}: the policy and the reference disagree about a few tokens "
+        "(template, special token or formatting mismatch), not about the behaviour.",
+        evidence,
+        [
+            "Check that the policy and the reference use the same chat template, BOS/EOS and special tokens.",
+            "Compare the first and last tokens of the linked samples with the reference's formatting.",
+            "If the reward pays for a prefix or suffix, make sure the reference was given the same prompt format.",
+        ],
+        sample_order="kl_contribution DESC NULLS LAST",
+    )
+
+
+def _share_features(col: dict[str, np.ndarray], top2: np.ndarray) -> MetricFeatures:
+    """The binned top-2 share as a MetricFeatures (so the episode helpers can use it)."""
+    n = len(top2)
+    filled = np.where(np.isfinite(top2), top2, np.nan)
+    smooth = np.array([np.nanmedian(filled[max(0, i - 4) : i + 1]) if np.isfinite(filled[max(0, i - 4) : i + 1]).any() else np.nan for i in range(n)])
+    smooth = np.where(np.isfinite(smooth), smooth, 0.0)
+    zeros = np.zeros(n)
+    steps = np.asarray(col["step"], dtype=float).astype(np.int64)
+    return MetricFeatures(
+        metric="kl_positional.top2_share", step=steps, step_hi=np.asarray(col["step_hi"], dtype=float).astype(np.int64),
+        value=filled, vmin=filled, vmax=filled, n_nonfinite=zeros.astype(np.int64), smooth=smooth,
+        b_median=float("nan"), scale=float("nan"), ratio=zeros, z=zeros, z_raw=zeros, cusum_up=zeros, cusum_down=zeros,
+        sustained_up=zeros.astype(np.int64), sustained_down=zeros.astype(np.int64),
+    )
+
+
+__all__ = ["CheckedDetector", "EntropyBlowup", "HingeFit", "detector_with_check", "entropy_blowup_episode", "finite_or",
+           "hinge_fit", "refine_onset", "safe_finding"]
