@@ -1,9 +1,12 @@
 """Signatures of the reward signal: hacking, gaming, and the death of the learning signal.
 
 REWARD_HACK_LENGTH, FORMAT_GAMING, DEGENERATE_GROUPS, REWARD_STD_DEATH and REWARD_COLLAPSE.
-See docs/signatures/ for the mechanics of each. Reward components are logged under names the
-doctor cannot know in advance, so they are binned here (on the same bins as the SQL features)
-rather than in SQL; everything with fixed column names comes from the SQL features.
+See docs/signatures/ for the mechanics of each. Step metrics come from the SQL features
+(doctor_features, plus v1.feat_reward_noise and v1.feat_reward_samples from
+sql/v1/detectors/reward_*.sql). Reward components are logged under names the doctor cannot
+know in advance, so no fixed view can list them: they are binned by one query per run built
+here, on the same bins as doctor_binned. Everything is laid on one grid of bins per run so
+that series of different metrics line up.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +48,15 @@ def component_role(name: str, format_pattern: str = FORMAT_PATTERN, correct_patt
     return "other"
 
 
+# Per-run memo of what several reward detectors need (the grid, the binned components), so each
+# is computed once per run; keyed weakly on the context, which the engine makes per run.
+_MEMO: "weakref.WeakKeyDictionary[DetectorContext, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+
+def _memo(ctx: DetectorContext) -> dict[str, Any]:
+    return _MEMO.setdefault(ctx, {})
+
+
 @dataclass
 class Grid:
     """The SQL features' bins for one run (<= 1000 consecutive-step bins), indexable by position."""
@@ -52,32 +65,24 @@ class Grid:
     width: int
     step: np.ndarray  # first step of each bin
     step_hi: np.ndarray  # last step of each bin
-    bins: np.ndarray  # bin index of every raw row (aligned with ctx.raw)
 
     def __len__(self) -> int:
         return len(self.step)
 
     @classmethod
     def of(cls, ctx: DetectorContext) -> "Grid":
-        steps = np.asarray(ctx.raw["step"], dtype=float)
-        step0, last = int(np.nanmin(steps)), int(np.nanmax(steps))
-        width = max(1, math.ceil((last - step0 + 1) / 1000.0))
-        bins = ((steps - step0) // width).astype(np.int64)
-        nb = int(bins.max()) + 1
-        lo = step0 + width * np.arange(nb)
-        return cls(step0, width, lo.astype(np.int64), np.minimum(lo + width - 1, last).astype(np.int64), bins)
+        """The run's bins, exactly as doctor_binned cuts them (from the run's step extent)."""
+        memo = _memo(ctx)
+        if "grid" not in memo:
+            row = ctx.query("SELECT min(step) AS lo, max(step) AS hi FROM v1.steps WHERE run_id = ?").to_pylist()[0]
+            step0, last = int(row["lo"]), int(row["hi"])
+            width = max(1, math.ceil((last - step0 + 1) / 1000.0))
+            lo = step0 + width * np.arange((last - step0) // width + 1)
+            memo["grid"] = cls(step0, width, lo.astype(np.int64), np.minimum(lo + width - 1, last).astype(np.int64))
+        return memo["grid"]
 
     def index_of(self, step: np.ndarray) -> np.ndarray:
         return ((np.asarray(step, dtype=float) - self.step0) // self.width).astype(np.int64)
-
-    def binned(self, values: np.ndarray) -> np.ndarray:
-        """Mean of the finite values in each bin (NaN where a bin has none), like doctor_binned."""
-        v = np.asarray(values, dtype=float)
-        ok = np.isfinite(v)
-        n = np.bincount(self.bins[ok], minlength=len(self))
-        s = np.bincount(self.bins[ok], weights=v[ok], minlength=len(self))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(n > 0, s / np.maximum(n, 1), np.nan)
 
     def place(self, feat: MetricFeatures, column: str) -> np.ndarray:
         """A feature column spread onto the grid (NaN in bins the metric has no row for)."""
@@ -172,10 +177,6 @@ class Track:
     b_median: float
     scale: float
 
-    @property
-    def z(self) -> np.ndarray:
-        return (self.smooth - self.b_median) / self.scale
-
 
 def metric_track(ctx: DetectorContext, grid: Grid, metric: str) -> Track | None:
     """A step metric's SQL features on the grid."""
@@ -186,18 +187,38 @@ def metric_track(ctx: DetectorContext, grid: Grid, metric: str) -> Track | None:
 
 
 def component_tracks(ctx: DetectorContext, grid: Grid) -> list[Track]:
-    """Every logged reward component on the grid, with a baseline computed like the SQL one."""
-    out = []
-    for name in ctx.component_names():
-        raw = ctx.raw.get(f"reward_component.{name}")
-        if raw is None or raw.dtype == object or not np.isfinite(raw).any():
-            continue
-        value = grid.binned(raw)
-        if np.isfinite(value).sum() < 10:
-            continue
-        b, scale = center_scale(value[baseline_window(value)])
-        spread = float(np.nanpercentile(value, 95) - np.nanpercentile(value, 5))
-        out.append(Track(name, value, ffill(trailing_median(value)), b, max(scale, 0.02 * spread, 1e-6)))
+    """Every logged reward component on the grid, with a baseline computed like the SQL one.
+
+    Component columns are named by the run (reward_component.<name>), so no fixed SQL view can
+    list them; they are binned here with one query per run, on the same bins as doctor_binned
+    (mean of the finite values per bin).
+    """
+    memo = _memo(ctx)
+    if "components" in memo:
+        return memo["components"]
+    prefix = "reward_component."
+    names = [c for c in ctx.query("SELECT * FROM v1.steps LIMIT 0", []).column_names if c.startswith(prefix)]
+    out: list[Track] = []
+    if names:
+        cols = ", ".join(
+            f'avg(CASE WHEN isfinite("{c}") THEN "{c}" END) AS "{c}"' for c in (n.replace('"', '""') for n in names)
+        )
+        table = ctx.query(
+            f"SELECT CAST(floor((step - ?) / ?) AS BIGINT) AS bin, {cols} FROM v1.steps "
+            "WHERE run_id = ? GROUP BY bin ORDER BY bin",
+            [grid.step0, grid.width, ctx.run_id],
+        )
+        bins = table.column("bin").to_numpy(zero_copy_only=False)
+        ok = (bins >= 0) & (bins < len(grid))
+        for name in names:
+            value = np.full(len(grid), np.nan)
+            value[bins[ok]] = table.column(name).to_numpy(zero_copy_only=False).astype(float)[ok]
+            if np.isfinite(value).sum() < 10:
+                continue
+            b, scale = center_scale(value[baseline_window(value)])
+            spread = float(np.nanpercentile(value, 95) - np.nanpercentile(value, 5))
+            out.append(Track(name[len(prefix):], value, ffill(trailing_median(value)), b, max(scale, 0.02 * spread, 1e-6)))
+    memo["components"] = out
     return out
 
 
@@ -331,7 +352,8 @@ def direction(ctx: DetectorContext, grid: Grid, lo: int, hi: int, pre: int) -> t
     ratio_warn=0.15,
     ratio_critical=0.08,
     jitter_max=0.3,
-    entropy_drop=0.85,
+    entropy_drop=0.75,
+    distinct_max=0.8,
     sustain_frac=0.03,
 )
 def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
@@ -347,7 +369,9 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     reward_std must fall far below its own early level, and the batch-mean reward must stop
     jittering (v1.feat_reward_noise): when trainers log reward_std as the mean within-group std
     (TRL), a polarised batch (DEGENERATE_GROUPS) has a dead reward_std too but a lively mean.
-    A saturated run whose entropy did not drop with it is a run that finished learning: info.
+    A saturated run counts as a failure only when the policy visibly collapsed with it (entropy
+    fell at the onset, or the captured samples started repeating each other); otherwise it may
+    have simply finished learning what its data can teach, and the finding is info.
     """
     feat = ctx.features("reward_std")
     if feat is None or len(feat) < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
@@ -355,7 +379,7 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     grid = Grid.of(ctx)
     sustain = sustain_points(len(feat), p["sustain_frac"])
     ratio = np.where(np.isfinite(feat.ratio), feat.ratio, 1.0)
-    dead = (ratio < p["ratio_warn"]) & (feat.z < -3)
+    dead = (ratio < p["ratio_warn"]) & (feat.z < -2)  # z: a noisy baseline cannot fake a death
     jitter = noise_ratio(ctx, grid, "reward_mean")
     if jitter is not None:
         rows = on_rows(grid, feat, jitter)
@@ -370,15 +394,16 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     g_start = int(grid.index_of(feat.step[episode.start : episode.start + 1])[0])
     g_end = int(grid.index_of(feat.step[episode.end : episode.end + 1])[0])
     pre = max(3, 2 * sustain)
-    way, evidence = direction(ctx, grid, g_on, g_end, pre)
+    way, moves = direction(ctx, grid, g_on, g_end, pre)
     variant = {"up": "saturated", "down": "collapsed"}.get(way, "pinned")
     lowest = float(np.min(ratio[episode.start : episode.end + 1]))
-    evidence.update({
+    evidence: dict[str, Any] = {
         "variant": variant,
+        "lowest_ratio_to_baseline": lowest,
         "reward_std_baseline": feat.b_median,
         "reward_std_now": float(feat.smooth[-1]),
-        "lowest_ratio_to_baseline": lowest,
-    })
+        **moves,
+    }
     if jitter is not None:
         evidence["reward_mean_jitter_ratio"] = nanmedian(jitter[window(g_start, g_end + 1, len(grid))])
     ent = entropy_state(ctx, grid, g_on, g_start, min(g_end, g_start + pre), pre)
@@ -389,9 +414,17 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         evidence["entropy_ratio_to_before"] = ent["ratio_to_before"]
         if ent["peak_ratio_to_baseline"] > 2.0:
             severity, note = "info", " It follows an entropy blow-up (see ENTROPY_BLOWUP), which is the likelier root cause."
-    if variant != "collapsed" and severity != "info" and (ent is None or not ent["ratio_to_before"] < p["entropy_drop"]):
+    # a collapse onto one behaviour: entropy fell with the variance, or the captured samples
+    # started repeating each other (distinct completions per step, v1.feat_reward_samples)
+    stats = sample_stats(ctx, grid)
+    distinct = sample_median(stats, "distinct_share", 0, g_on - 1), sample_median(stats, "distinct_share", g_start, g_end)
+    if distinct[0] is not None and distinct[1] is not None:
+        evidence["distinct_completions_before"], evidence["distinct_completions_during"] = distinct
+    repeating = distinct[0] is not None and distinct[1] is not None and distinct[1] <= p["distinct_max"] < distinct[0]
+    narrowed = ent is not None and ent["ratio_to_before"] < p["entropy_drop"]
+    if variant != "collapsed" and severity != "info" and not (repeating or narrowed):
         severity = "info"
-        note = " Entropy did not fall with it: the run may simply have finished learning what this data can teach."
+        note = " Neither entropy nor the samples show the policy collapsing: the run may simply have finished learning what this data can teach."
     wording = {
         "saturated": "saturated at the ceiling (every rollout earns the top reward)",
         "collapsed": "collapsed (every rollout earns the same low reward)",
@@ -440,9 +473,12 @@ def within_share(ctx: DetectorContext, grid: Grid) -> np.ndarray | None:
     needs_all=("zero_variance_group_frac",),
     level_warn=0.75,
     level_critical=0.85,
+    baseline_max=0.5,
     closure_min=0.82,
+    closure_floor=0.7,
     rise_z=3.0,
     jitter_min=0.6,
+    jitter_strong=1.0,
     within_share_max=0.25,
     entropy_collapsed=0.2,
     sustain_frac=0.03,
@@ -458,15 +494,18 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     both good and bad rollouts. All-correct groups mean the data is too easy for the policy;
     all-wrong groups mean it is too hard (or the reward never fires).
 
-    The zero-variance fraction must rise well above its own early level (an easy task starts
-    with many degenerate groups; that is its normal state) and the batch must still hold reward
-    variance across groups: the batch-mean reward keeps jittering (or reward_std over the batch
-    stays while the within-group std dies). Without that, every rollout earns the same reward
-    and the finding is REWARD_STD_DEATH's; with entropy collapsed, ENTROPY_COLLAPSE is the cause.
+    Most of the groups that still gave signal early must have gone degenerate (an easy task
+    starts with most groups degenerate; that is its normal state, and stays silent), and the
+    batch must still hold reward variance across groups: the batch-mean reward keeps jittering
+    (or, without it, reward_std over the batch stays while the within-group std dies). Without
+    that, every rollout earns the same reward and the finding is REWARD_STD_DEATH's; with
+    entropy collapsed or blown up, ENTROPY_COLLAPSE / ENTROPY_BLOWUP is the cause.
     """
     feat = ctx.features("zero_variance_group_frac")
     if feat is None or len(feat) < 10 or not np.isfinite(feat.b_median):
         return None
+    if feat.b_median > p["baseline_max"]:
+        return None  # most groups were degenerate from the start: an easy task's normal state
     grid = Grid.of(ctx)
     sustain = sustain_points(len(feat), p["sustain_frac"])
     # A fraction has natural units: an absolute level and rise. With 4 groups a batch's fraction
@@ -476,18 +515,20 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     level = trailing_mean(np.where(np.isfinite(feat.value), feat.value, np.nan), k)
     # ... and the rise must stand out of the early batch-to-batch spread of such a mean
     significant = (level - feat.b_median) >= p["rise_z"] * feat.scale / math.sqrt(k)
-    # most of the groups that still gave signal early must have gone degenerate
+    # most of the groups that still gave signal early must have gone degenerate (closure); a
+    # smaller share will do when the batch mean shows the polarisation strongly
     closure = (level - feat.b_median) / max(1.0 - feat.b_median, 1e-6)
-    high = (level >= p["level_warn"]) & (closure >= p["closure_min"]) & significant
+    high = (level >= p["level_warn"]) & (closure >= p["closure_floor"]) & significant
     jitter = noise_ratio(ctx, grid, "reward_mean")
     share = within_share(ctx, grid) if jitter is None else None
     polar = np.zeros(len(feat), dtype=bool)
     confirmable = jitter is not None or share is not None
     if jitter is not None:
-        polar |= on_rows(grid, feat, jitter) >= p["jitter_min"]
+        lively = on_rows(grid, feat, jitter)
+        polar |= np.where(closure >= p["closure_min"], lively >= p["jitter_min"], lively >= p["jitter_strong"])
     elif share is not None:
-        polar |= on_rows(grid, feat, share) <= p["within_share_max"]
-    mask = high & polar if confirmable else high
+        polar |= (on_rows(grid, feat, share) <= p["within_share_max"]) & (closure >= p["closure_min"])
+    mask = high & polar if confirmable else high & (closure >= p["closure_min"])
     episode = find_episode(
         feat, warn=mask, critical=mask & (level >= p["level_critical"]), sustain=sustain,
         refine_with=feat.smooth, not_before=baseline_end(len(feat)) // 2,
@@ -496,21 +537,23 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
         return None
     g_on, g_start, g_end = (int(grid.index_of(feat.step[k : k + 1])[0]) for k in (episode.onset, episode.start, episode.end))
     pre = max(3, 2 * sustain)
-    way, evidence = direction(ctx, grid, g_on, g_end, pre)
+    way, moves = direction(ctx, grid, g_on, g_end, pre)
     kind = {"up": "all-correct", "high": "all-correct", "down": "all-wrong", "low": "all-wrong"}.get(way, "all-correct or all-wrong")
     peak = float(np.nanmax(level[episode.start : episode.end + 1]))
-    evidence.update({
+    evidence: dict[str, Any] = {
         "variant": kind.replace("-", "_").replace(" ", "_"),
-        "zero_variance_group_frac_baseline": feat.b_median,
         "zero_variance_group_frac_peak": peak,
+        "zero_variance_group_frac_baseline": feat.b_median,
         "share_of_mixed_groups_lost": (peak - feat.b_median) / max(1.0 - feat.b_median, 1e-6),
         "zero_variance_group_frac_now": float(level[-1]),
-    })
+        **moves,
+    }
     if jitter is not None:
         # the trailing 11-point jitter is noisy point by point; over the whole episode it must hold
         held_jitter = nanmedian(jitter[window(g_start, g_end + 1, len(grid))])
         evidence["reward_mean_jitter_ratio"] = held_jitter
-        if not held_jitter >= p["jitter_min"]:
+        held_closure = float(np.nanmax(closure[episode.start : episode.end + 1]))
+        if not held_jitter >= (p["jitter_min"] if held_closure >= p["closure_min"] else p["jitter_strong"]):
             return None
     if share is not None:
         evidence["within_group_share_ratio"] = nanmedian(share[window(g_start, g_end + 1, len(grid))])
@@ -521,6 +564,8 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
         evidence["entropy_ratio_to_baseline"] = ent["ratio_to_baseline"]
         if ent["ratio_to_baseline"] < p["entropy_collapsed"]:
             severity, note = "info", " Entropy has collapsed too: ENTROPY_COLLAPSE is the likelier root cause."
+        elif ent["peak_ratio_to_baseline"] > 2.5:
+            severity, note = "info", " Entropy blew up first: the groups fail together because the text degenerated (see ENTROPY_BLOWUP)."
     strength = (peak - p["level_warn"]) / max(1.0 - p["level_warn"], 1e-6)
     return make_finding(
         ctx, "DEGENERATE_GROUPS", Episode(episode.start, episode.end, severity, episode.onset), feat,
@@ -553,10 +598,14 @@ def sharp_window(grid: Grid) -> int:
     return max(3, min(math.ceil(25 / grid.width), math.ceil(0.03 * len(grid))))
 
 
-def rise_of(ctx: DetectorContext, grid: Grid, metric: str, lo: int, hi: int, pre: int) -> float | None:
-    """How much a fraction-valued metric rose into [lo, hi] from the pre points before lo."""
-    change = level_change(metric_track(ctx, grid, metric), lo, hi, pre)
-    return None if change is None else change[1] - change[0]
+def rise_of(ctx: DetectorContext, grid: Grid, metric: str, onset: int, lo: int, hi: int, pre: int) -> float | None:
+    """How much a metric rose from the `pre` points before onset to its level over [lo, hi]."""
+    track = metric_track(ctx, grid, metric)
+    if track is None:
+        return None
+    before = nanmedian(track.value[window(onset - pre, onset, len(grid))])
+    during = nanmedian(track.value[window(lo, hi + 1, len(grid))])
+    return during - before if np.isfinite(before) and np.isfinite(during) else None
 
 
 def _judge_collapse(
@@ -642,12 +691,14 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     trains on those worse rollouts, so it rarely finds its way back. The reward curve shows a
     cliff, not a slope: most of the gain is erased within a few steps and it stays down.
 
-    The detector needs a real improvement first (the best smoothed reward well above the
-    run's opening level), then a fall that erases at least half of that gain, happens within a
-    short window (3% of the run, at most ~25 steps) and is sustained. When entropy blew up,
-    completions started hitting the length cap, or every rollout now earns the same reward at
-    the same time, those are the likelier causes (ENTROPY_BLOWUP, TRUNCATION_STARVE,
-    REWARD_STD_DEATH) and this is reported as info.
+    The detector needs a real improvement first (the level before the fall well above the
+    run's opening level, against noise and against the per-rollout reward spread), then a fall
+    that erases at least half of that gain, dwarfs the level's usual wander, happens within a
+    short window (3% of the run, at most ~25 steps) and does not come back. When entropy blew
+    up or collapsed, completions started hitting the length cap, generations started looping,
+    every rollout now earns the same reward, or the groups polarised as entropy fell, those are
+    the likelier causes (ENTROPY_BLOWUP, ENTROPY_COLLAPSE, TRUNCATION_STARVE,
+    REPETITION_SPIRAL, REWARD_STD_DEATH, DEGENERATE_GROUPS) and this is reported as info.
     """
     feat = ctx.features("reward_mean")
     if feat is None or len(feat) < 20:
@@ -701,8 +752,21 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         elif ent["ratio_to_baseline"] < 0.2:
             severity = "info"
             notes.append("entropy collapsed at the same time (see ENTROPY_COLLAPSE)")
+    # A policy broken by a bad update gets more random; one that polarises per prompt (every
+    # group all-right or all-wrong) gets more confident, and its reward falls when the groups it
+    # now always fails outnumber the ones it always solves: almost every group degenerate, or
+    # many more of them while entropy fell.
+    zvf = metric_track(ctx, grid, "zero_variance_group_frac")
+    zvf_rise = rise_of(ctx, grid, "zero_variance_group_frac", g_on, g_start, g_end, pre)
+    if zvf is not None and zvf_rise is not None:
+        zvf_level = nanmedian(zvf.value[window(g_start, g_end + 1, len(grid))])
+        evidence["zero_variance_group_frac_during"] = zvf_level
+        fell = ent is not None and ent["ratio_to_before"] < 0.9
+        if zvf_rise > 0.3 and (zvf_level >= 0.85 or fell) and severity != "info":
+            severity = "info"
+            notes.append("GRPO groups polarised into all-right or all-wrong (see DEGENERATE_GROUPS)")
     for metric in ("max_len_hit_frac", "truncation_rate"):
-        rise = rise_of(ctx, grid, metric, g_start, g_end, pre)
+        rise = rise_of(ctx, grid, metric, g_on, g_start, g_end, pre)
         if rise is not None:
             evidence[f"{metric}_rise"] = rise
             if rise > 0.15:
@@ -795,32 +859,37 @@ def component_weights(reward: Track | None, tracks: list[Track]) -> dict[str, fl
     return {t.name: float(c) for t, c in zip(tracks, coef)}
 
 
-def sample_stats(ctx: DetectorContext, grid: Grid) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """v1.feat_reward_samples on the grid: (grid index, reward_sd, len_reward_corr) per captured step."""
-    if not ctx.has_samples:
+def sample_stats(ctx: DetectorContext, grid: Grid) -> dict[str, np.ndarray] | None:
+    """v1.feat_reward_samples on the grid: grid index, reward_sd, len_reward_corr, distinct_share."""
+    memo = _memo(ctx)
+    if "samples" not in memo:
+        memo["samples"] = None
+        if ctx.has_samples:
+            table = ctx.query(
+                "SELECT step, reward_sd, len_reward_corr, distinct_share FROM v1.feat_reward_samples "
+                "WHERE run_id = ? ORDER BY step"
+            )
+            if table.num_rows:
+                out = {name: table.column(name).to_numpy(zero_copy_only=False).astype(float) for name in table.column_names}
+                out["idx"] = grid.index_of(out.pop("step"))
+                memo["samples"] = out
+    return memo["samples"]
+
+
+def sample_median(stats: dict[str, np.ndarray] | None, column: str, lo: int, hi: int, at_least: int = 5) -> float | None:
+    """Median of a v1.feat_reward_samples column over captured steps in grid range [lo, hi]."""
+    if stats is None:
         return None
-    table = ctx.query("SELECT step, reward_sd, len_reward_corr FROM v1.feat_reward_samples WHERE run_id = ? ORDER BY step")
-    if table.num_rows == 0:
-        return None
-    idx = grid.index_of(table.column("step").to_numpy(zero_copy_only=False))
-    sd = table.column("reward_sd").to_numpy(zero_copy_only=False).astype(float)
-    corr = table.column("len_reward_corr").to_numpy(zero_copy_only=False).astype(float)
-    return idx, sd, corr
+    v = stats[column]
+    sel = v[(stats["idx"] >= lo) & (stats["idx"] <= hi) & np.isfinite(v)]
+    return float(np.median(sel)) if len(sel) >= at_least else None
 
 
 def length_coupling(ctx: DetectorContext, grid: Grid, before: tuple[int, int], during: tuple[int, int]) -> tuple[float, float] | None:
     """Median within-step correlation of rollout length and reward, before and during (grid ranges)."""
     stats = sample_stats(ctx, grid)
-    if stats is None:
-        return None
-    idx, _, corr = stats
-    out = []
-    for lo, hi in (before, during):
-        sel = corr[(idx >= lo) & (idx <= hi) & np.isfinite(corr)]
-        if len(sel) < 5:
-            return None
-        out.append(float(np.median(sel)))
-    return out[0], out[1]
+    b, d = sample_median(stats, "len_reward_corr", *before), sample_median(stats, "len_reward_corr", *during)
+    return None if b is None or d is None else (b, d)
 
 
 def rollout_spread(ctx: DetectorContext, grid: Grid, hi: int) -> float | None:
@@ -830,12 +899,9 @@ def rollout_spread(ctx: DetectorContext, grid: Grid, hi: int) -> float | None:
     std = ctx.features("reward_std")
     if std is not None and np.isfinite(std.b_median) and std.b_median > 0:
         out.append(float(std.b_median))
-    stats = sample_stats(ctx, grid)
-    if stats is not None:
-        idx, sd, _ = stats
-        sel = sd[(idx < hi) & np.isfinite(sd)]
-        if len(sel) >= 5:
-            out.append(float(np.median(sel)))
+    sd = sample_median(sample_stats(ctx, grid), "reward_sd", 0, hi - 1)
+    if sd is not None:
+        out.append(sd)
     return max(out) if out else None
 
 
@@ -893,9 +959,9 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
         return None  # length grew while reward fell: not hacking (see TRUNCATION_STARVE, REPETITION_SPIRAL)
     peak = float(np.max(ratio[episode.start : episode.end + 1]))
     evidence: dict[str, Any] = {
+        "peak_length_ratio": peak,
         "completion_len_baseline": feat.b_median,
         "completion_len_now": float(feat.smooth[-1]),
-        "peak_length_ratio": peak,
         "reward_mean_before": r_change[0],
         "reward_mean_during": r_change[1],
     }
