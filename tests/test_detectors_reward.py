@@ -122,6 +122,18 @@ def test_without_components_the_samples_tell_length_hacking_from_reasoning_growt
             assert f is None or f.severity == "info", (kind, seed, f)
 
 
+@pytest.mark.parametrize("sig, seed", [
+    ("ENTROPY_BLOWUP", 1),  # reward falls to ~0 and its variance dies, downstream of the blow-up
+    ("ENTROPY_COLLAPSE", 2),  # groups degenerate and variance shrinks, downstream of the collapse
+    ("TRUNCATION_STARVE", 3),  # reward falls as completions hit the cap
+    ("THROUGHPUT_ROT", 1),  # info-only itself: nothing of ours may raise an alarm instead
+])
+def test_downstream_symptoms_do_not_outrank_the_root_cause(sig: str, seed: int) -> None:
+    d, _ = diagnose(sig, 600, seed)
+    top = alarms(d)
+    assert not top or top[0].signature_id not in MINE, [(f.signature_id, f.severity, f.confidence) for f in top[:3]]
+
+
 # -- healthy runs stay quiet ------------------------------------------------------------------
 
 
