@@ -35,3 +35,11 @@ class QueryError(RlprobeError):
 
 class ToolMissing(RlprobeError):
     """An external program (such as the duckdb CLI) is not installed."""
+
+
+class SourceUnreadable(RlprobeError):
+    """A source given to `rlprobe import` is missing, of an unknown format, or holds no metrics."""
+
+
+class ImportRefused(RlprobeError):
+    """An import would overwrite a recording or write into its own source; nothing was written."""

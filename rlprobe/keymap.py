@@ -31,6 +31,8 @@ FIELD_KEYS: dict[str, str] = {
     "loss": "loss",
     "learning_rate": "lr",
     "step_time": "step_time_s",
+    # TRL with vLLM: |trainer logprob - sampler logprob| of the sampled tokens
+    "sampling/sampling_logp_difference/mean": "logprob_mismatch",
     # TRL PPO / older RLOO
     "objective/kl": "kl_mean",
     "objective/entropy": "entropy_mean",
