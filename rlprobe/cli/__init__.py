@@ -70,3 +70,4 @@ from rlprobe.cli import query as _query  # noqa: E402  (registers commands on cl
 __all__ = ["cli", "main"]
 from rlprobe.cli import doctor as _doctor  # noqa: E402
 from rlprobe.cli import synth as _synth  # noqa: E402
+from rlprobe.cli import imports as _imports  # noqa: E402

@@ -8,7 +8,7 @@ import sys
 import click
 
 from rlprobe.cli import cli
-from rlprobe.cli.options import format_table, run_argument
+from rlprobe.cli.options import format_table
 
 _COLOURS = {"critical": "red", "warn": "yellow", "info": "cyan"}
 
@@ -44,7 +44,7 @@ def _print_diagnosis(d, colour: bool) -> None:  # type: ignore[no-untyped-def]
 
 
 @cli.command("doctor")
-@run_argument()
+@click.argument("run", metavar="RUN_OR_ROOT_OR_SOURCE", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print findings and skipped detectors as JSON.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=str), help="doctor.toml with per-detector thresholds.")
 def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
@@ -54,17 +54,39 @@ def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
     Exit code: 1 when any critical finding exists, 0 otherwise, 2 when the input is unusable,
     so it drops into CI gates and shell automation.
 
+    A run rlprobe did not record (a trainer_state.json or an output dir holding one, a JSONL/CSV
+    of metrics, a console log of the Trainer's dicts; see `rlprobe import`) is imported to a
+    temporary recording, diagnosed, and the temporary recording removed.
+
     Example:
 
     \b
         rlprobe doctor runs/my-run
         rlprobe doctor runs/ --json > findings.json
+        rlprobe doctor out/checkpoint-200/trainer_state.json
     """
+    from rlprobe.importers import as_recording
+
+    with as_recording(run) as rec:
+        if rec.report is not None:
+            r = rec.report
+            click.echo(f"(imported {r.kind} {run} to a temporary recording: {r.steps} steps, step numbers: "
+                       f"{r.step_rule}; `rlprobe import` keeps one)", err=True)
+        critical = _diagnose(str(rec.path), as_json, config_path, shown_as=run if rec.report is not None else None)
+    if critical:
+        sys.exit(1)
+
+
+def _diagnose(run: str, as_json: bool, config_path: str | None, shown_as: str | None = None) -> bool:
+    """Print the diagnosis of a run or root; True when a finding is critical."""
     from rlprobe.doctor import diagnose_path
     from rlprobe.store import resolve
 
     target = resolve(run)
     diagnoses = diagnose_path(run, config_path=config_path)
+    if shown_as is not None:  # an imported source: name it, not the temporary folder that is removed
+        for d in diagnoses:
+            d.run_dir = shown_as
     critical = any(d.has_critical for d in diagnoses)
     if as_json:
         payload = [d.model_dump(mode="json") for d in diagnoses]
@@ -86,5 +108,4 @@ def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
             rows.append((path, w.severity if w else "ok", w.signature_id if w else "", w.first_step if w else None,
                          round(w.confidence, 2) if w else None, len(d.findings), d.run_id))
         click.echo(format_table(["run", "worst", "signature", "first_step", "confidence", "findings", "run_id"], rows))
-    if critical:
-        sys.exit(1)
+    return critical

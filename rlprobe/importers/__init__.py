@@ -1,0 +1,196 @@
+"""Importers: turn runs rlprobe never recorded into recordings the doctor and views can read.
+
+Sources: a Hugging Face `trainer_state.json` (or an output/checkpoint dir holding one, plus
+TRL's `completions/*.parquet`), a JSONL / JSON / CSV dump of metric dicts (TRL, HF or verl
+names), or a console log holding the dicts the Trainer printed. Metric names go through
+`rlprobe.keymap`; names it does not know are kept under `extra` and listed in the report.
+
+The source is only ever opened for reading, and an import never writes into it or over an
+existing recording: the result is a new run directory.
+
+    report = import_source("out/checkpoint-200", "runs/imported")
+    with as_recording("train.log") as rec:      # a temporary recording, removed afterwards
+        diagnose_path(rec.path)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from rlprobe.errors import ImportRefused, SourceUnreadable
+from rlprobe.importers import console_log, metrics_file, trainer_state, trl_completions
+from rlprobe.importers._common import Parsed
+from rlprobe.importers.write import ImportReport, write_recording
+
+__all__ = ["FORMATS", "ImportReport", "Recording", "as_recording", "detect", "import_source", "is_importable"]
+
+FORMATS: tuple[str, ...] = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "trl_completions")
+"""Values of `kind` (and of `rlprobe import --format`)."""
+
+# What makes a directory a recording (docs/format.md); such a path is read, never imported.
+_RECORDING_FILES = ("manifest.json", "steps.parquet", "steps", "events.jsonl", "samples")
+_SNIFF_BYTES = 1 << 20
+
+
+def _is_recording_dir(path: Path) -> bool:
+    return any((path / name).exists() for name in _RECORDING_FILES)
+
+
+def _first_line(text: str) -> str:
+    for line in text.split("\n"):
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def detect(source: str | os.PathLike[str]) -> str:
+    """The kind of a source (one of FORMATS but 'auto'), or SourceUnreadable saying why none fits."""
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise SourceUnreadable(f"{source}: no such file or directory")
+    if path.is_dir():
+        if _is_recording_dir(path):
+            raise SourceUnreadable(f"{source} is already an rlprobe recording: read it directly, no import needed")
+        if trainer_state.find_in_dir(path) is not None:
+            return "trainer_state"
+        if trl_completions.find_files(path):
+            return "trl_completions"
+        raise SourceUnreadable(f"{source}: a folder with no trainer_state.json (nor checkpoint-*/trainer_state.json) "
+                               "and no completions/*.parquet: point at a metrics file, a log or an output dir")
+    name, suffix = path.name, path.suffix.lower()
+    if name in ("manifest.json", "steps.parquet", "events.jsonl") or path.parent.name in ("steps", "samples") and _is_recording_dir(path.parent.parent):
+        raise SourceUnreadable(f"{source} is part of an rlprobe recording: read the run directory directly")
+    if suffix == ".parquet":
+        return "trl_completions"
+    if suffix == ".json":
+        return "trainer_state" if name == "trainer_state.json" or trainer_state.looks_like(path) else "json"
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix in (".csv", ".tsv"):
+        return "csv"
+    with open(path, "rb") as fh:
+        head = fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+    first = _first_line(head)
+    if first.startswith("{"):
+        try:
+            if isinstance(json.loads(first), dict):
+                return "jsonl"
+        except ValueError:
+            pass
+    if console_log.looks_like(head):
+        return "console"
+    header = {c.strip().strip('"') for c in first.replace("\t", ",").split(",")}
+    from rlprobe.keymap import FIELD_KEYS, STEP_KEYS
+
+    if len(header) > 1 and header & (set(FIELD_KEYS) | set(STEP_KEYS)):
+        return "csv"
+    raise SourceUnreadable(f"{source}: unknown format (no metric dicts, JSON lines or CSV header with known "
+                           "metric names found); pass --format if it is one of " + ", ".join(FORMATS[1:]))
+
+
+def _read(path: Path, kind: str, step_every: int | None) -> Parsed:
+    if path.is_dir():
+        if kind not in ("trainer_state", "trl_completions"):
+            raise SourceUnreadable(f"{path} is a folder; --format {kind} needs a file")
+        state = trainer_state.find_in_dir(path) if kind == "trainer_state" else None
+        completions = trl_completions.find_files(path)
+        if kind == "trainer_state" and state is None:
+            raise SourceUnreadable(f"{path}: no trainer_state.json here or in a checkpoint-* folder")
+        if state is None:
+            if not completions:
+                raise SourceUnreadable(f"{path}: no completions/*.parquet here")
+            return trl_completions.parse(completions)
+        parsed = trainer_state.parse(state, step_every)
+        if completions:
+            reward_names = {c for e in parsed.entries for c in e.mapped.components} or None
+            parsed.extend(trl_completions.parse(completions, reward_names))
+        return parsed
+    readers = {
+        "trainer_state": lambda: trainer_state.parse(path, step_every),
+        "jsonl": lambda: metrics_file.parse_jsonl(path, step_every),
+        "json": lambda: metrics_file.parse_json_array(path, step_every),
+        "csv": lambda: metrics_file.parse_csv(path, step_every),
+        "console": lambda: console_log.parse(path, step_every),
+        "trl_completions": lambda: trl_completions.parse([path]),
+    }
+    return readers[kind]()
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def _check_target(source: Path, run_dir: Path) -> None:
+    src, dest = source.resolve(), run_dir.resolve()
+    if src == dest:
+        raise ImportRefused(f"{run_dir}: SOURCE and RUN_DIR are the same path; import into a new directory")
+    if _inside(src, dest):
+        raise ImportRefused(f"{source} is inside RUN_DIR {run_dir}; import into a new directory")
+    if source.is_dir() and _inside(dest, src):
+        raise ImportRefused(f"RUN_DIR {run_dir} is inside SOURCE {source}; an import never writes into its source")
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ImportRefused(f"{run_dir} already exists and is not empty; an import never overwrites: choose a new RUN_DIR")
+
+
+def import_source(source: str | os.PathLike[str], run_dir: str | os.PathLike[str], *, kind: str = "auto",
+                  step_every: int | None = None, algorithm: str | None = None, model_name: str | None = None,
+                  run_id: str | None = None) -> ImportReport:
+    """Build a new, closed recording at run_dir from a source (read-only); see the module doc."""
+    src, dest = Path(source).expanduser(), Path(run_dir).expanduser()
+    if kind not in FORMATS:
+        raise SourceUnreadable(f"unknown format {kind!r}; one of {', '.join(FORMATS)}")
+    if step_every is not None and step_every < 1:
+        raise SourceUnreadable(f"--step-every must be at least 1, got {step_every}")
+    if not src.exists():
+        raise SourceUnreadable(f"{source}: no such file or directory")
+    _check_target(src, dest)
+    found = detect(src) if kind == "auto" else kind
+    parsed = _read(src, found, step_every)
+    if not parsed.entries and not parsed.samples:
+        why = f" ({len(parsed.bad_lines)} malformed lines, first at line {parsed.bad_lines[0]})" if parsed.bad_lines else ""
+        left = ", ".join(f"{n} {r}" for r, n in sorted(parsed.skipped.items()))
+        raise SourceUnreadable(f"{source}: no metric dicts found as {found}{why}" + (f"; left out: {left}" if left else ""))
+    return write_recording(parsed, src.resolve(), dest, algorithm=algorithm, model_name=model_name, run_id=run_id)
+
+
+def is_importable(path: str | os.PathLike[str]) -> bool:
+    """True when path exists and is a source to import rather than a recording or a runs root.
+
+    A file is a source unless it is one of a recording's own files; a folder is one when it is
+    not a recording and holds a trainer_state.json (or checkpoints with one) or TRL completions.
+    """
+    p = Path(path).expanduser()
+    if p.is_file():
+        return p.name not in ("manifest.json", "steps.parquet", "events.jsonl")
+    if p.is_dir() and not _is_recording_dir(p):
+        return trainer_state.find_in_dir(p) is not None or bool(trl_completions.find_files(p))
+    return False
+
+
+@dataclass
+class Recording:
+    """A path the read side can open, and the import report when it had to be imported."""
+
+    path: Path
+    report: ImportReport | None = None
+
+
+@contextmanager
+def as_recording(path: str | os.PathLike[str], *, kind: str = "auto", step_every: int | None = None,
+                 algorithm: str | None = None) -> Iterator[Recording]:
+    """A recording for path: path itself when it is one (or a root), else a temporary import removed on exit."""
+    if not is_importable(path) and kind == "auto":
+        yield Recording(Path(path))
+        return
+    with tempfile.TemporaryDirectory(prefix="rlprobe-import-") as tmp:
+        name = Path(path).resolve().name
+        # The source's name as run_id: what the doctor prints is then the file the user gave.
+        report = import_source(path, Path(tmp) / "run", kind=kind, step_every=step_every,
+                               algorithm=algorithm, run_id=name)
+        yield Recording(Path(report.run_dir), report)

@@ -1,0 +1,110 @@
+"""What every source reader returns, and the rules they share (which dicts are metrics).
+
+A reader only parses: it opens its source read-only and returns a `Parsed`. Writing the
+recording is one place (`rlprobe.importers.write`), so every source becomes the same kind of
+recording and the same import report.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from rlprobe.keymap import MappedMetrics, map_metrics
+
+# The dict the HF Trainer logs once, after the last step: totals, not a step's metrics.
+SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"})
+
+# Keys every HF Trainer log carries whatever it is about; they say nothing about training.
+_BOOKKEEPING = frozenset({"epoch", "step", "global_step", "training/global_step"})
+
+# HF hub cache folders name the model: .../models--Qwen--Qwen2.5-7B-Instruct/snapshots/...
+_HF_CACHE_MODEL = re.compile(r"models--([A-Za-z0-9][\w.-]*)--([\w.-]+?)(?=/|\\|$|\s)")
+
+
+@dataclass
+class Entry:
+    """One metrics dict of the source, mapped, at the step it was logged."""
+
+    step: int
+    mapped: MappedMetrics
+    line: int | None = None  # 1-based line of the source it came from, where lines exist
+
+
+@dataclass
+class Parsed:
+    """Everything a reader found in a source; written by rlprobe.importers.write."""
+
+    kind: str
+    files: list[str] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    algorithm: str | None = None
+    model_name: str | None = None
+    trainer_config: dict[str, Any] = field(default_factory=dict)
+    step_rule: str = ""
+    bad_lines: list[int] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> entries left out
+    notes: list[str] = field(default_factory=list)
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        """Count an entry left out of the import, by reason."""
+        self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    def extend(self, other: "Parsed") -> None:
+        """Take another reader's samples, files and counts (a directory = metrics + completions)."""
+        self.files += other.files
+        self.samples += other.samples
+        self.bad_lines += other.bad_lines
+        self.notes += other.notes
+        for reason, n in other.skipped.items():
+            self.skip(reason, n)
+
+
+def is_summary(metrics: Mapping[str, Any]) -> bool:
+    """True for the Trainer's end-of-training totals dict (train_runtime, ...)."""
+    return any(k in SUMMARY_KEYS for k in metrics)
+
+
+def is_eval_only(metrics: Mapping[str, Any]) -> bool:
+    """True for an evaluation log: every key but the bookkeeping ones starts with eval_."""
+    keys = [k for k in metrics if k not in _BOOKKEEPING]
+    return bool(keys) and all(str(k).startswith(("eval_", "eval/")) for k in keys)
+
+
+def has_known_metric(mapped: MappedMetrics) -> bool:
+    """True when a dict names at least one StepRecord field or reward component.
+
+    Console logs print other dicts too (tokenizer settings, configs); a dict that maps to no
+    known metric is not a training log line.
+    """
+    return bool(mapped.fields or mapped.components)
+
+
+def classify(metrics: Mapping[str, Any], parsed: Parsed) -> MappedMetrics | None:
+    """Map a training-log dict, or count why it is left out (summary, eval, no metrics) and return None."""
+    if is_summary(metrics):
+        parsed.skip("summary")
+        return None
+    if is_eval_only(metrics):
+        parsed.skip("eval")
+        return None
+    mapped = map_metrics(metrics)
+    if not (mapped.fields or mapped.components or mapped.extra):
+        parsed.skip("no numeric metrics")
+        return None
+    return mapped
+
+
+def model_from_text(text: str) -> str | None:
+    """The model a log names through its HF hub cache path, e.g. 'Qwen/Qwen2.5-7B-Instruct'."""
+    match = _HF_CACHE_MODEL.search(text)
+    return f"{match.group(1)}/{match.group(2)}" if match else None
+
+
+def read_text(path: Path) -> str:
+    """A text file's contents, opened read-only; undecodable bytes become U+FFFD, never an error."""
+    with open(path, "r", encoding="utf-8", errors="replace", newline="") as fh:
+        return fh.read()

@@ -1,0 +1,145 @@
+"""Console logs: the stdout/stderr of a training job, holding the dicts the Trainer printed.
+
+The HF Trainer prints one Python dict per logging step (`{'loss': 0.01, 'reward': 0.9, ...}`,
+values sometimes strings), in between tqdm bars (carriage returns), warnings and the user's own
+logging. A dict can follow a prefix on its line. verl prints `step:N - key:value - ...` lines
+instead; both are read.
+
+Trainer dicts carry no step number: entry i (0-based) is step `logging_steps * (i + 1)`, which
+is when the Trainer logs. logging_steps is, in order: --step-every; a `logging_steps=N` the log
+printed (TrainingArguments); inferred from a completed run (the final totals dict is there) whose
+"Total optimization steps = T" line and entry count k admit exactly one N with floor(T/N) = k;
+else 1. The report says which rule was used.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from rlprobe.importers._common import Entry, Parsed, classify, has_known_metric, is_summary, model_from_text, read_text
+from rlprobe.keymap import FIELD_KEYS, map_metrics
+
+_DICT_START = re.compile(r"\{\s*['\"]")
+# Python prints nan/inf bare, which literal_eval refuses; they are values worth keeping.
+_BARE_SPECIAL = re.compile(r"(?<=[\s:\[,(])(-?)(nan|inf)(?=\s*[,}\])])")
+# Older Trainers sometimes printed tensors: tensor(0.5, device='cuda:0') -> 0.5
+_TENSOR = re.compile(r"tensor\(\s*([-+0-9.eE]+|nan|inf|-inf)\s*(?:,[^()]*(?:\([^()]*\))?[^()]*)?\)")
+_QUOTED_KEY = re.compile(r"['\"]([^'\"]+)['\"]\s*:")
+_LOGGING_STEPS = re.compile(r"\blogging_steps\s*[=:]\s*(\d+)")
+_TOTAL_STEPS = re.compile(r"Total optimization steps\s*=\s*([\d,]+)")
+_VERL_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.+)$")
+_NUMBER_WRAPPER = re.compile(r"^[\w.]+\((.*)\)$")  # np.float64(0.5) -> 0.5
+_METRIC_KEYS = frozenset(FIELD_KEYS) | {"epoch"}
+
+
+def _literal(text: str) -> Any:
+    text = _TENSOR.sub(r"\1", text)
+    text = _BARE_SPECIAL.sub(r"'\1\2'", text)
+    return ast.literal_eval(text)
+
+
+def _looks_like_metrics(text: str) -> bool:
+    """A dict we could not parse counts as a malformed line only if it names a metric."""
+    return any(key in _METRIC_KEYS or key.startswith("rewards/") for key in _QUOTED_KEY.findall(text))
+
+
+def _verl_pairs(body: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in body.split(" - "):
+        key, sep, value = part.partition(":")
+        if not sep:
+            continue
+        value = value.strip()
+        wrapped = _NUMBER_WRAPPER.match(value)
+        out[key.strip()] = wrapped.group(1) if wrapped else value
+    return out
+
+
+def scan(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, int, dict[str, Any]]], list[int]]:
+    """Trainer dicts (line, dict), verl lines (line, step, dict) and malformed line numbers."""
+    dicts: list[tuple[int, dict[str, Any]]] = []
+    verl: list[tuple[int, int, dict[str, Any]]] = []
+    bad: list[int] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        for segment in line.split("\r"):  # tqdm redraws its bar with \r; a dict may follow one
+            start = _DICT_START.search(segment)
+            if start is None:
+                match = _VERL_LINE.search(segment)
+                if match:
+                    verl.append((number, int(match.group(1)), _verl_pairs(match.group(2))))
+                continue
+            end = segment.rfind("}")
+            candidate = segment[start.start(): end + 1] if end > start.start() else segment[start.start():]
+            try:
+                value = _literal(candidate)
+            except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+                if _looks_like_metrics(candidate):
+                    bad.append(number)
+                continue
+            if isinstance(value, dict):
+                dicts.append((number, value))
+    return dicts, verl, bad
+
+
+def _logging_steps(text: str, entries: int, completed: bool) -> tuple[int, str]:
+    match = _LOGGING_STEPS.search(text)
+    if match and int(match.group(1)) > 0:
+        n = int(match.group(1))
+        return n, f"entry i is step {n}*(i+1) (logging_steps={n} printed in the log)"
+    total = _TOTAL_STEPS.search(text)
+    if completed and total and entries:
+        t = int(total.group(1).replace(",", ""))
+        # floor(t / n) == entries  <=>  t / (entries + 1) < n <= t / entries
+        candidates = [n for n in range(max(1, math.floor(t / (entries + 1))), t // entries + 1)
+                      if t // n == entries]
+        if len(candidates) == 1:
+            n = candidates[0]
+            return n, (f"entry i is step {n}*(i+1) (logging_steps={n} inferred: {entries} logged entries in a "
+                       f"completed run of {t} optimization steps; --step-every overrides)")
+    return 1, "entry i is step i+1 (logging_steps not found in the log; pass --step-every N for logging_steps=N)"
+
+
+def parse(path: Path, step_every: int | None = None) -> Parsed:
+    """Read a console log (read-only) into mapped entries; see the module doc for step numbers."""
+    text = read_text(path)
+    parsed = Parsed(kind="console", files=[str(path)])
+    parsed.model_name = model_from_text(text)
+    dicts, verl, parsed.bad_lines = scan(text)
+    kept = []
+    completed = False
+    for number, item in dicts:
+        if is_summary(item):
+            completed = True
+        mapped = classify(item, parsed)
+        if mapped is None:
+            continue
+        if not has_known_metric(mapped):
+            parsed.skip("other dicts")  # tokenizer settings, configs: printed, but not metrics
+            continue
+        kept.append((number, mapped))
+    if kept:
+        if step_every is not None:
+            every, rule = step_every, f"entry i is step {step_every}*(i+1) (--step-every)"
+        else:
+            every, rule = _logging_steps(text, len(kept), completed)
+        parsed.entries = [Entry(step=every * (i + 1), mapped=m, line=n) for i, (n, m) in enumerate(kept)]
+        parsed.step_rule = rule
+    for number, step, item in verl:
+        mapped = map_metrics(item)
+        if has_known_metric(mapped):
+            parsed.entries.append(Entry(step=step, mapped=mapped, line=number))
+            parsed.step_rule = parsed.step_rule or "the step:N of each verl line"
+    return parsed
+
+
+def looks_like(text: str) -> bool:
+    """True when text holds a printed metrics dict or a verl step line."""
+    dicts, verl, _ = scan(text)
+    if verl:
+        return True
+    return any(has_known_metric(map_metrics(d)) for _, d in dicts)
+

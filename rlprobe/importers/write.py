@@ -1,0 +1,145 @@
+"""Write what a reader parsed as a normal, closed recording, and say what was imported.
+
+The recording is built under a hidden temporary name next to RUN_DIR and renamed into place
+at the end, so a failed import leaves nothing behind and a reader never sees half of one.
+It carries the lifecycle events a Recorder writes (recorder_open, recorder_close), so the runs
+view shows it as closed, and an `imported` event naming the source and what was (not) mapped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlprobe import __version__
+from rlprobe.importers._common import Parsed
+from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX, Event, RunManifest, new_run_id
+
+_MAX_LISTED_LINES = 50  # an event line stays small even for a log that is all garbage
+
+
+@dataclass
+class ImportReport:
+    """What an import read and wrote: counts, step range, mapped and unmapped keys."""
+
+    source: str
+    kind: str
+    run_dir: str
+    run_id: str
+    steps: int
+    samples: int
+    first_step: int | None
+    last_step: int | None
+    step_rule: str
+    fields: list[str] = field(default_factory=list)
+    components: list[str] = field(default_factory=list)
+    unmapped: list[str] = field(default_factory=list)
+    non_numeric: list[str] = field(default_factory=list)
+    bad_lines: list[int] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    algorithm: str | None = None
+    model_name: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict (what the `imported` event carries)."""
+        out = asdict(self)
+        if len(self.bad_lines) > _MAX_LISTED_LINES:
+            out["bad_lines"] = self.bad_lines[:_MAX_LISTED_LINES]
+        out["bad_line_count"] = len(self.bad_lines)
+        return out
+
+    def summary(self) -> str:
+        """A few human lines: what was imported, from where, and what was not understood."""
+        span = f"steps {self.first_step}..{self.last_step}" if self.steps else "no steps"
+        lines = [
+            f"imported {self.kind} {self.source}",
+            f"  -> {self.run_dir}  (run_id {self.run_id})",
+            f"  {self.steps} steps ({span}), {self.samples} samples",
+            f"  step numbers: {self.step_rule}" if self.step_rule else "",
+            f"  mapped fields: {', '.join(self.fields) or '(none)'}",
+        ]
+        if self.components:
+            lines.append(f"  reward components: {', '.join(self.components)}")
+        if self.unmapped:
+            lines.append(f"  unmapped keys ({len(self.unmapped)}, kept as extra.<key>): {', '.join(self.unmapped)}")
+        if self.non_numeric:
+            lines.append(f"  not numbers, not imported: {', '.join(self.non_numeric)}")
+        if self.skipped:
+            lines.append("  left out: " + ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items())))
+        if self.bad_lines:
+            shown = ", ".join(map(str, self.bad_lines[:10])) + (", ..." if len(self.bad_lines) > 10 else "")
+            lines.append(f"  malformed lines skipped ({len(self.bad_lines)}): {shown}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(line for line in lines if line)
+
+
+def _ordered_union(lists: list[list[str]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for names in lists:
+        seen.update(dict.fromkeys(names))
+    return list(seen)
+
+
+def _step_rows(parsed: Parsed) -> list[dict[str, Any]]:
+    rows = []
+    for entry in parsed.entries:
+        row: dict[str, Any] = {"step": entry.step, **entry.mapped.fields}
+        row.update({REWARD_COMPONENT_PREFIX + k: v for k, v in entry.mapped.components.items()})
+        row.update({EXTRA_PREFIX + k: v for k, v in entry.mapped.extra.items()})
+        rows.append(row)
+    return rows
+
+
+def write_recording(parsed: Parsed, source: Path, run_dir: Path, *, algorithm: str | None = None,
+                    model_name: str | None = None, run_id: str | None = None) -> ImportReport:
+    """Write parsed as a closed recording at run_dir (which must not hold anything yet)."""
+    from rlprobe.record.coerce import sample_row
+    from rlprobe.record.writer import RunWriter
+
+    steps = sorted({e.step for e in parsed.entries})
+    report = ImportReport(
+        source=str(source), kind=parsed.kind, run_dir=str(run_dir), run_id=run_id or new_run_id(),
+        steps=len(steps), samples=len(parsed.samples),
+        first_step=steps[0] if steps else None, last_step=steps[-1] if steps else None,
+        step_rule=parsed.step_rule,
+        fields=sorted({f for e in parsed.entries for f in e.mapped.fields}),
+        components=sorted({c for e in parsed.entries for c in e.mapped.components}),
+        unmapped=_ordered_union([e.mapped.unmapped for e in parsed.entries]),
+        non_numeric=_ordered_union([e.mapped.skipped for e in parsed.entries]),
+        bad_lines=list(parsed.bad_lines), skipped=dict(parsed.skipped), files=list(parsed.files),
+        notes=list(parsed.notes), algorithm=algorithm or parsed.algorithm, model_name=model_name or parsed.model_name,
+    )
+    manifest = RunManifest(
+        run_id=report.run_id, algorithm=report.algorithm, model_name=report.model_name,
+        trainer_config=parsed.trainer_config, imported_from={"source": str(source), "kind": parsed.kind},
+    )
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir.parent / f".{run_dir.name}.import-{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        writer = RunWriter(tmp, manifest)
+        writer.append_event(Event(kind="recorder_open", message="import", data={"run_id": report.run_id}))
+        rows = _step_rows(parsed)
+        if rows:
+            writer.write_steps(rows)
+        if parsed.samples:
+            samples = []
+            for sample in parsed.samples:
+                row, _ = sample_row(sample, sample["step"], 0)
+                if row is not None:
+                    samples.append(row)
+            writer.write_samples(samples)
+        writer.append_event(Event(kind="imported", message=f"imported from {parsed.kind} {source}",
+                                  data={**report.to_dict(), "rlprobe_version": __version__}))
+        writer.compact()
+        writer.append_event(Event(kind="recorder_close", message="import complete"))
+        os.replace(tmp, run_dir)  # POSIX rename replaces an empty directory (the caller checked it is)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report
