@@ -1,17 +1,39 @@
 """Live diagnosis: watch a recording as it grows, report each finding once, decide on halting.
 
 Read-side only: a watcher reads the files a Recorder (in this or another process) has written;
-it never imports the recorder's threads and never writes into the recording.
+it never imports the recorder's threads and never writes into the recording. Importing this
+module is cheap (no DuckDB, no torch): a training process imports HaltPolicy from here, and the
+watcher loads DuckDB on its first tick.
+
+How the watcher stays incremental: a live recording only grows by new files (immutable step
+parts), by a rewritten open sample shard, and, at close or resume, by a compaction that replaces
+the parts with steps.parquet (or back). The watcher keeps one DuckDB connection holding the
+run's step and sample rows, each row tagged with the file it came from, and each tick applies
+per-file deltas: rows of files that vanished or changed are deleted, new or changed files are
+read. The tables then hold exactly what the steps and samples views would read, and the doctor
+runs over them, so a tick gives the same findings as a fresh `diagnose_path` of the same files.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import queue
+import re
+import stat
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from rlprobe.doctor.findings import SEVERITY_ORDER, Finding
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from rlprobe.doctor.config import DoctorConfig
+    from rlprobe.doctor.findings import Diagnosis
 
 Sink = Callable[[Finding], Any]
 
@@ -41,12 +63,266 @@ class HaltPolicy:
         )
 
 
+# -- the run's files ------------------------------------------------------------------------
+# The views' globs (sql/v1/sources): steps/part-*.parquet, steps.parquet, samples/shard-*.parquet,
+# in the run directory and in its rank-NNN sub-recordings. Hidden temp files never match.
+_PART = re.compile(r"^part-.*\.parquet$")
+_SHARD = re.compile(r"^shard-.*\.parquet$")
+_RANK_DIR = re.compile(r"^rank-([0-9]+)$")
+_RECORDING_ENTRIES = ("manifest.json", "steps.parquet", "steps", "events.jsonl", "samples")
+
+FileSig = tuple[int, int, int]
+"""(size, mtime_ns, inode): an atomic rewrite changes the inode even when size and time match."""
+
+
+def _sig(st: os.stat_result) -> FileSig:
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _files(folder: Path, pattern: re.Pattern[str]) -> dict[str, FileSig]:
+    """Regular files in folder whose names match, with their signatures; {} if there is no folder."""
+    out: dict[str, FileSig] = {}
+    try:
+        entries = os.scandir(folder)
+    except OSError:
+        return out
+    with entries:
+        for entry in entries:
+            if not pattern.match(entry.name):
+                continue
+            try:
+                st = entry.stat()
+            except OSError:
+                continue  # vanished between listing and stat (compaction): not part of this tick
+            if stat.S_ISREG(st.st_mode):
+                out[entry.path] = _sig(st)
+    return out
+
+
+@dataclass
+class _Listing:
+    """The data files the views would read for one run, at one instant."""
+
+    steps: dict[str, FileSig]
+    samples: dict[str, tuple[FileSig, int]]  # path -> (signature, rank of its directory)
+
+
+def _list_run(run_dir: Path) -> _Listing:
+    rec_dirs: list[tuple[Path, int]] = [(run_dir, 0)]
+    try:
+        with os.scandir(run_dir) as entries:
+            for entry in entries:
+                m = _RANK_DIR.match(entry.name)
+                if m and entry.is_dir():
+                    rec_dirs.append((Path(entry.path), int(m.group(1))))
+    except OSError:
+        pass
+    steps: dict[str, FileSig] = {}
+    samples: dict[str, tuple[FileSig, int]] = {}
+    for rec_dir, rank in rec_dirs:
+        if rank == 0:  # the steps view is rank 0's series only
+            try:
+                compacted = (rec_dir / "steps.parquet").stat()
+            except OSError:
+                compacted = None
+            if compacted is not None and stat.S_ISREG(compacted.st_mode):
+                # Listed after the parts would be wrong here: compaction renames steps.parquet
+                # into place before deleting the parts, so once it exists it alone is the truth.
+                steps[str(rec_dir / "steps.parquet")] = _sig(compacted)
+            else:
+                steps.update(_files(rec_dir / "steps", _PART))
+        for path, sig in _files(rec_dir / "samples", _SHARD).items():
+            samples[path] = (sig, rank)
+    return _Listing(steps, samples)
+
+
+class _FileVanished(Exception):
+    """A listed file was gone (or replaced) when read: list again."""
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _sql_list(paths: Iterable[str]) -> str:
+    return "[" + ", ".join(_sql_str(p) for p in paths) + "]"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class _LiveTables:
+    """One run's step and sample rows in a DuckDB connection, kept equal to the files by per-file deltas.
+
+    live_steps and live_samples carry a filename column (which file each row came from), so a
+    file that changes or disappears takes exactly its own rows with it. v1.steps and v1.samples
+    are views over them with the columns and types the recording views have, and the doctor's
+    feature views sit on top.
+    """
+
+    _TABLES = {"steps": "live_steps", "samples": "live_samples"}
+
+    def __init__(self) -> None:
+        import duckdb
+
+        from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
+
+        self.con: duckdb.DuckDBPyConnection = duckdb.connect(":memory:")
+        self.files: dict[str, dict[str, FileSig]] = {"steps": {}, "samples": {}}
+        self.columns: dict[str, dict[str, str]] = {}
+        self.run_id: Optional[str] = None
+        self.features_for: Optional[tuple[Any, ...]] = None  # the column sets the features were built on
+        self.con.execute("CREATE SCHEMA v1")
+        for kind, types in (("steps", STEP_COLUMN_TYPES), ("samples", SAMPLE_COLUMN_TYPES)):
+            cols = {name: sql_type for name, sql_type in types.items()}
+            cols["filename"] = "VARCHAR"
+            self.con.execute(f"CREATE TABLE {self._TABLES[kind]} ({', '.join(f'{_ident(n)} {t}' for n, t in cols.items())})")
+            self.columns[kind] = cols
+
+    # -- deltas ---------------------------------------------------------------------------
+    def sync(self, listing: _Listing) -> bool:
+        """Make the tables hold exactly the listed files' rows; True when anything changed."""
+        import duckdb
+
+        wanted = {"steps": dict(listing.steps), "samples": {p: s for p, (s, _) in listing.samples.items()}}
+        ranks = {p: r for p, (_, r) in listing.samples.items()}
+        plans = {}
+        for kind in ("steps", "samples"):
+            old, new = self.files[kind], wanted[kind]
+            gone = [p for p, s in old.items() if new.get(p) != s]
+            added = sorted(p for p, s in new.items() if old.get(p) != s)
+            if gone or added:
+                plans[kind] = (gone, added)
+        if not plans:
+            return False
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for kind, (gone, added) in plans.items():
+                table = self._TABLES[kind]
+                if gone:
+                    self.con.execute(f"DELETE FROM {table} WHERE filename IN (SELECT unnest(?::VARCHAR[]))", [gone])
+                if added:
+                    self._insert(kind, table, added, ranks)
+            self.con.execute("COMMIT")
+        except BaseException as exc:
+            self.con.execute("ROLLBACK")
+            # the ALTERs rolled back too: forget columns the table no longer has
+            for kind in ("steps", "samples"):
+                have = {r[0] for r in self.con.execute(f"SELECT column_name FROM (DESCRIBE {self._TABLES[kind]})").fetchall()}
+                self.columns[kind] = {n: t for n, t in self.columns[kind].items() if n in have}
+            if isinstance(exc, duckdb.IOException):
+                raise _FileVanished(str(exc).strip().splitlines()[0] if str(exc).strip() else "IO error") from exc
+            raise
+        for kind, new in wanted.items():
+            self.files[kind] = new
+        return True
+
+    def _insert(self, kind: str, table: str, paths: list[str], ranks: Mapping[str, int]) -> None:
+        source = f"read_parquet({_sql_list(paths)}, union_by_name = true, filename = true)"
+        rel = self.con.sql(f"SELECT * FROM {source}")
+        cols = self.columns[kind]
+        for name, dtype in zip(rel.columns, rel.types):
+            sql_type = str(dtype)
+            if name not in cols:
+                self.con.execute(f"ALTER TABLE {table} ADD COLUMN {_ident(name)} {sql_type}")
+                cols[name] = sql_type
+            elif cols[name] != sql_type and name not in self._fixed(kind):
+                # The views would widen this column to a common type across files; a table
+                # cannot follow that in place, so start over from every file in one read.
+                raise _TypeConflict(f"column {name!r} is {cols[name]} in earlier files and {sql_type} in {paths[0]}")
+        self.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {source}")
+        if kind == "samples":
+            # rank: the file's own column, else the rank of its directory (rank-NNN), as in the view
+            by_rank: dict[int, list[str]] = {}
+            for p in paths:
+                by_rank.setdefault(ranks.get(p, 0), []).append(p)
+            for rank, group in by_rank.items():
+                self.con.execute(
+                    f"UPDATE {table} SET rank = ? WHERE rank IS NULL AND filename IN (SELECT unnest(?::VARCHAR[]))", [rank, group]
+                )
+
+    @staticmethod
+    def _fixed(kind: str) -> set[str]:
+        from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
+
+        return set(STEP_COLUMN_TYPES if kind == "steps" else SAMPLE_COLUMN_TYPES) | {"filename"}
+
+    # -- views ----------------------------------------------------------------------------
+    def publish(self, run_id: str) -> bool:
+        """(Re)create v1.steps / v1.samples for run_id and the doctor's features; True if rebuilt."""
+        key = (run_id, tuple(self.columns["steps"]), tuple(self.columns["samples"]))
+        if key == self.features_for:
+            return False
+        rid = _sql_str(run_id)
+        self.con.execute(f"CREATE OR REPLACE VIEW v1.steps AS SELECT CAST({rid} AS VARCHAR) AS run_id, * EXCLUDE (filename) FROM live_steps")
+        self.con.execute(
+            f"CREATE OR REPLACE VIEW v1.samples AS SELECT CAST({rid} AS VARCHAR) AS run_id, rank, * EXCLUDE (rank, filename) FROM live_samples"
+        )
+        # custom SQL detectors may name the unqualified views, as they can over a recording
+        self.con.execute("CREATE OR REPLACE VIEW main.steps AS SELECT * FROM v1.steps")
+        self.con.execute("CREATE OR REPLACE VIEW main.samples AS SELECT * FROM v1.samples")
+        _engine_hooks()[0](self.con)
+        self.features_for = key
+        self.run_id = run_id
+        return True
+
+    def step_stats(self) -> tuple[int, Optional[int]]:
+        """Step rows held and the largest step (the runs view's steps_recorded and last_step)."""
+        ((n, last),) = self.con.execute("SELECT count(*), max(step) FROM live_steps").fetchall()
+        return int(n), (int(last) if last is not None else None)
+
+
+class _TypeConflict(Exception):
+    """Files disagree on a column's type: rebuild the tables from all files in one read."""
+
+
+def _engine_hooks() -> tuple[Callable[[Any], None], Callable[..., list[Diagnosis]]]:
+    """The engine's feature-view builder and per-connection diagnosis (private: see docs/live.md)."""
+    from rlprobe.doctor import engine
+
+    return engine._create_features, engine._diagnose_connection  # noqa: SLF001
+
+
+# -- the watcher ----------------------------------------------------------------------------
+_MAX_ERRORS = 200  # a watcher runs for days: keep the latest errors, not all of them
+_READ_ATTEMPTS = 3  # a compaction may delete listed parts before they are read: list again
+
+
+def _manifest_fields(content: bytes) -> tuple[Optional[int], Optional[str]]:
+    """(schema_version, run_id) as the views parse manifest.json; (None, None) when unreadable."""
+    try:
+        doc = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        return None, None
+    if not isinstance(doc, dict):
+        return None, None
+    version = doc.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, (int, float, str)):
+        version_int = int(version) if isinstance(version, bool) else None
+    else:
+        try:
+            version_int = int(round(float(version)))
+        except (TypeError, ValueError, OverflowError):
+            version_int = None
+    run_id = doc.get("run_id")
+    if run_id is not None and not isinstance(run_id, str):
+        run_id = json.dumps(run_id)
+    return version_int, run_id
+
+
 class RunWatcher:
     """Tails a (possibly not yet existing) run; each tick returns only findings not reported before.
 
     A finding is keyed by its signature: it is reported when first seen and again only when its
     severity rises (warn -> critical). Sinks get each new finding; a sink that raises is
-    reported once on the watcher's `errors` list and never stops the watcher.
+    recorded on the watcher's `errors` list and never stops the watcher.
+
+    Each tick reads only the files that are new or changed since the last one (see the module
+    docstring) and diagnoses again only when the data changed, with the same result as a fresh
+    `diagnose_path` over the same files. A run that does not exist yet, has no steps yet, or is
+    being compacted gives [] and is read again next tick. A recording this rlprobe cannot read
+    (a newer format, a file instead of a run) raises the RlprobeError `rlprobe doctor` would.
     """
 
     def __init__(
@@ -64,26 +340,26 @@ class RunWatcher:
         self.errors: list[str] = []
         self.ticks = 0
         self.last_error: Optional[str] = None
+        self.status = "not started"  # waiting for run | no steps yet | watching
+        self.findings: list[Finding] = []  # the latest diagnosis' findings, reported or not
+        self.diagnosis: Optional[Diagnosis] = None
+        self.steps = 0
+        self.last_step: Optional[int] = None
+        self.diagnoses = 0  # how many ticks actually re-ran the detectors
+        self._cfg: Optional[DoctorConfig] = None
+        self._tables: Optional[_LiveTables] = None
+        self._manifest: tuple[Optional[FileSig], Optional[int], Optional[str]] = (None, None, None)
+        self._dirty = True
 
-    def _diagnose(self) -> list[Finding]:
-        from rlprobe.doctor.engine import diagnose_path
-        from rlprobe.errors import RlprobeError
-
-        if not (self.run_dir / "manifest.json").exists():
-            return []  # not started yet
-        try:
-            diagnoses = diagnose_path(self.run_dir, self.config_path, self.config)
-        except RlprobeError as exc:
-            self.last_error = str(exc)  # e.g. no steps yet; the next tick tries again
-            return []
-        self.last_error = None
-        return [f for d in diagnoses for f in d.findings]
-
+    # -- public ---------------------------------------------------------------------------
     def tick(self) -> list[Finding]:
         """Read what is new, diagnose, and return (and send to sinks) the findings not reported before."""
         self.ticks += 1
+        current = self._poll()
+        if current is None:
+            return []
         new: list[Finding] = []
-        for finding in self._diagnose():
+        for finding in current:
             before = self.reported.get(finding.signature_id)
             if before is not None and SEVERITY_ORDER[finding.severity] <= SEVERITY_ORDER[before]:
                 continue
@@ -94,5 +370,342 @@ class RunWatcher:
                 try:
                     sink(finding)
                 except Exception as exc:  # a broken sink must never stop the watcher
-                    self.errors.append(f"{getattr(sink, '__name__', sink)!s}: {type(exc).__name__}: {exc}")
+                    self._error(f"sink {getattr(sink, '__name__', sink)!s}: {type(exc).__name__}: {exc}")
         return new
+
+    def diagnose(self) -> Optional[Diagnosis]:
+        """Bring the tables up to date and diagnose them now (no dedup, no sinks); None before the first step."""
+        self._dirty = True
+        self._poll()
+        return self.diagnosis if self.steps else None
+
+    def close(self) -> None:
+        """Release the DuckDB connection (a later tick reads the run again from scratch)."""
+        if self._tables is not None:
+            self._tables.con.close()
+        self._tables = None
+        self._dirty = True
+
+    # -- internals ------------------------------------------------------------------------
+    def _error(self, text: str) -> None:
+        self.last_error = text
+        self.errors.append(text)
+        del self.errors[:-_MAX_ERRORS]
+
+    def _config(self) -> DoctorConfig:
+        if self._cfg is None:
+            from rlprobe.doctor.config import load_config
+
+            self._cfg = load_config(self.config_path, self.config)
+        return self._cfg
+
+    def _poll(self) -> Optional[list[Finding]]:
+        """Sync with the files; the current findings when the data changed, else None."""
+        from rlprobe.errors import CorruptRecording, NotARecording, RlprobeError, SchemaTooNew
+
+        cfg = self._config()  # a bad doctor.toml is the user's to fix: raise it on the first tick
+        path = self.run_dir.expanduser()
+        if not path.exists():
+            self.status = "waiting for run"
+            return None
+        if not path.is_dir():
+            raise NotARecording(f"{self.run_dir} is a file, not a run directory: point the watcher at a run directory")
+        run_dir = path.resolve()
+        run_id = self._read_manifest(run_dir)
+        try:
+            changed = self._sync(run_dir)
+        except (SchemaTooNew, CorruptRecording, NotARecording):
+            raise
+        except _FileVanished as exc:
+            self._error(f"read raced a compaction, trying again next tick: {exc}")
+            return None
+        except (RlprobeError, OSError, ImportError) as exc:
+            self._error(f"{type(exc).__name__}: {exc}")
+            return None
+        except Exception as exc:  # e.g. a parquet file a newer writer produced: start over next tick
+            self._error(f"{type(exc).__name__}: {exc}")
+            self.close()
+            return None
+        tables = self._tables
+        assert tables is not None
+        if tables.run_id != run_id:
+            changed = True
+        self._dirty = self._dirty or changed
+        self.steps, self.last_step = tables.step_stats()
+        if self.steps == 0:
+            self.status = "no steps yet"
+            if not self._looks_like_run(run_dir):
+                raise NotARecording(
+                    f"{self.run_dir} holds runs, not a run: watch one run directory (rlprobe ls {self.run_dir} lists them)"
+                )
+            return None
+        self.status = "watching"
+        if not self._dirty:
+            return None  # same files as last time: same findings, none of them new
+        try:
+            self.diagnosis = self._run_doctor(tables, run_dir, run_id, cfg)
+        except (SchemaTooNew, CorruptRecording):
+            raise
+        except Exception as exc:  # keep watching; the next tick diagnoses again
+            self._error(f"diagnosis failed: {type(exc).__name__}: {exc}")
+            return None
+        self.diagnoses += 1
+        self._dirty = False
+        self.last_error = None
+        self.findings = list(self.diagnosis.findings)
+        return self.findings
+
+    def _read_manifest(self, run_dir: Path) -> str:
+        """The run id the views would give the run; refuses a newer recording format."""
+        from rlprobe.store import versions
+
+        manifest = run_dir / "manifest.json"
+        try:
+            st = manifest.stat()
+            sig: Optional[FileSig] = _sig(st)
+        except OSError:
+            sig = None
+        if sig != self._manifest[0]:
+            version, run_id = None, None
+            if sig is not None:
+                try:
+                    version, run_id = _manifest_fields(manifest.read_bytes())
+                except OSError:
+                    sig = None  # vanished (or unreadable): look again next tick
+            self._manifest = (sig, version, run_id)
+        _, version, run_id = self._manifest
+        versions.check(version, str(run_dir))
+        return run_id if run_id is not None else run_dir.name
+
+    def _sync(self, run_dir: Path) -> bool:
+        if self._tables is None:
+            self._tables = _LiveTables()
+            self._dirty = True
+        for attempt in range(_READ_ATTEMPTS):
+            listing = _list_run(run_dir)
+            try:
+                return self._tables.sync(listing)
+            except _TypeConflict:
+                self.close()
+                self._tables = _LiveTables()
+                self._dirty = True
+            except _FileVanished:
+                if attempt == _READ_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise _FileVanished("the run's files kept changing while being read")
+
+    @staticmethod
+    def _looks_like_run(run_dir: Path) -> bool:
+        """A run (any recording file, or nothing at all yet) rather than a folder of runs."""
+        if any((run_dir / name).exists() for name in _RECORDING_ENTRIES):
+            return True
+        try:
+            with os.scandir(run_dir) as entries:
+                return not any(e.is_dir() and (Path(e.path) / "manifest.json").exists() for e in entries)
+        except OSError:
+            return True
+
+    def _run_doctor(self, tables: _LiveTables, run_dir: Path, run_id: str, cfg: DoctorConfig) -> Diagnosis:
+        try:
+            _create, diagnose_connection = _engine_hooks()
+        except (ImportError, AttributeError):  # the engine's internals moved: stay correct, if slower
+            from rlprobe.doctor.engine import diagnose_path
+
+            return diagnose_path(run_dir, self.config_path, self.config)[0]
+        tables.publish(run_id)
+        info = {"run_id": run_id, "run_dir": str(run_dir), "steps": self.steps, "last_step": self.last_step}
+        return diagnose_connection(tables.con, [info], cfg)[0]
+
+
+# -- webhook sink ---------------------------------------------------------------------------
+_EMOJI = {"critical": ":rotating_light:", "warn": ":warning:", "info": ":information_source:"}
+_SLACK_SECTION_MAX = 3000  # Slack rejects a section block whose text is longer
+
+
+def _mrkdwn(text: str) -> str:
+    """Escape the three characters Slack's mrkdwn treats as control characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_payload(finding: Finding, run: Optional[str] = None) -> dict[str, Any]:
+    """The Slack incoming-webhook message for one finding: `text` plus one mrkdwn section block."""
+    run_name = run or finding.run_id or "run"
+    head = (
+        f"{_EMOJI.get(finding.severity, '')} *{finding.severity.upper()}* `{_mrkdwn(finding.signature_id)}` "
+        f"in run `{_mrkdwn(run_name)}`: from step {finding.first_step if finding.first_step is not None else '?'}, "
+        f"confidence {finding.confidence:.0%}"
+    ).strip()
+    lines = [head, _mrkdwn(finding.explanation)]
+    if finding.suggested_actions:
+        lines.append("Try: " + _mrkdwn("; ".join(finding.suggested_actions[:3])))
+    text = "\n".join(lines)
+    if len(text) > _SLACK_SECTION_MAX:
+        text = text[: _SLACK_SECTION_MAX - 1] + "…"
+    return {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
+
+
+_STOP = object()
+
+
+class WebhookSink:
+    """A RunWatcher sink that POSTs each finding as Slack-compatible JSON, from a background thread.
+
+    Calling the sink only enqueues (a full queue drops and counts), so a slow, failing or hanging
+    endpoint never stalls the watcher. Connection errors, timeouts, HTTP 429 and 5xx are retried
+    with exponential backoff; every outcome is counted (`sent`, `failed`, `dropped`) and failures
+    are kept on `errors`, never raised. `flush(timeout)` waits for the queue to drain; `close()`
+    flushes and stops the thread.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 5.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        queue_size: int = 100,
+        run: Optional[str] = None,
+        payload: Callable[[Finding, Optional[str]], Mapping[str, Any]] = slack_payload,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"webhook url must start with http:// or https://, not {url!r}")
+        if timeout <= 0 or retries < 0 or backoff_s < 0 or queue_size < 1:
+            raise ValueError("webhook_sink needs timeout > 0, retries >= 0, backoff_s >= 0 and queue_size >= 1")
+        self.url = url
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.run = run
+        self.payload = payload
+        self.sent = 0
+        self.failed = 0
+        self.dropped = 0
+        self.attempts = 0
+        self.errors: list[str] = []
+        self.last_error: Optional[str] = None
+        self.__name__ = f"webhook_sink({url})"
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._cond = threading.Condition()
+        self._pending = 0
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+        self._stop = threading.Event()
+
+    def __call__(self, finding: Finding) -> None:
+        """Queue the finding for posting; never blocks, never raises for delivery problems."""
+        if self._closed:
+            with self._cond:
+                self.dropped += 1
+            return
+        body = json.dumps(self.payload(finding, self.run), ensure_ascii=False, default=str).encode("utf-8")
+        self._start()
+        with self._cond:
+            try:
+                self._queue.put_nowait(body)
+            except queue.Full:
+                self.dropped += 1
+                return
+            self._pending += 1
+
+    @property
+    def pending(self) -> int:
+        """Messages queued or being posted."""
+        with self._cond:
+            return self._pending
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued message was posted or given up on; False if timeout came first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Flush (up to timeout), then stop the thread; True when everything queued was handled."""
+        drained = self.flush(timeout)
+        self._closed = True
+        self._stop.set()  # cut short any backoff still sleeping
+        if self._thread is not None:
+            try:
+                self._queue.put_nowait(_STOP)
+            except queue.Full:
+                pass  # the thread is stuck on a hanging endpoint; it is a daemon, let it be
+        return drained
+
+    def _start(self) -> None:
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="rlprobe-webhook", daemon=True)
+                self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            body = self._queue.get()
+            if body is _STOP:
+                return
+            try:
+                self._post(body)
+            except Exception as exc:  # the worker must outlive anything a post can throw
+                self._record_failure(f"{type(exc).__name__}: {exc}")
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    self._cond.notify_all()
+
+    def _post(self, body: bytes) -> None:
+        import urllib.error
+        import urllib.request
+
+        from rlprobe import __version__
+
+        error = "not attempted"
+        for attempt in range(self.retries + 1):
+            if attempt and self._stop.wait(min(self.backoff_s * 2 ** (attempt - 1), 30.0)):
+                break  # closing: do not keep retrying past close()
+            with self._cond:
+                self.attempts += 1
+            request = urllib.request.Request(
+                self.url, data=body, method="POST",
+                headers={"Content-Type": "application/json; charset=utf-8", "User-Agent": f"rlprobe/{__version__}"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    response.read()
+                with self._cond:
+                    self.sent += 1
+                    self.last_error = None
+                return
+            except urllib.error.HTTPError as exc:
+                error = f"HTTP {exc.code} {exc.reason}"
+                if exc.code != 429 and exc.code < 500:
+                    break  # a client error will not go away by retrying
+            except (urllib.error.URLError, OSError) as exc:  # refused, reset, DNS, timeout
+                reason = getattr(exc, "reason", exc)
+                error = f"{type(reason).__name__}: {reason}"
+            except Exception as exc:  # http.client oddities (a server that closes mid-response, ...)
+                error = f"{type(exc).__name__}: {exc}"
+        self._record_failure(f"{error} (after {attempt + 1} attempt{'s' if attempt else ''})")
+
+    def _record_failure(self, text: str) -> None:
+        with self._cond:
+            self.failed += 1
+            self.last_error = text
+            self.errors.append(text)
+            del self.errors[:-_MAX_ERRORS]
+
+
+def webhook_sink(
+    url: str,
+    timeout: float = 5.0,
+    retries: int = 3,
+    backoff_s: float = 0.5,
+    queue_size: int = 100,
+    run: Optional[str] = None,
+) -> WebhookSink:
+    """A sink posting each finding to a Slack-compatible incoming webhook; never blocks the watcher."""
+    return WebhookSink(url, timeout=timeout, retries=retries, backoff_s=backoff_s, queue_size=queue_size, run=run)
