@@ -1,0 +1,542 @@
+"""Record a TRL trainer (GRPO, RLOO, PPO, ...) with one call, and optionally stop it when the doctor says so.
+
+    from rlprobe.integrations.trl import attach
+    callback = attach(trainer, "runs/my-run", halt=True)
+    trainer.train()
+
+Scalars come from `on_log` (the dict TRL hands every callback), mapped through
+`rlprobe.keymap`. Per-sample rollouts come from the trainer's private completion buffer
+(`trainer._logs`, `_textual_logs` before TRL 0.2x), read at `on_step_end`: TRL has already gathered
+it from every rank and keeps only the latest generation batch, which is exactly one step's
+rollouts. That buffer is not a public API, so reading it is a "shim": when it is missing the
+callback writes one `shim_unavailable` event and keeps recording scalars.
+
+transformers is imported at module import when it is installed, so the callback can subclass
+`TrainerCallback`; without it this module still imports and `attach` raises `ToolMissing`.
+`import rlprobe` never imports this module.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from rlprobe.errors import ToolMissing
+from rlprobe.keymap import map_metrics, to_float
+
+try:
+    from transformers import TrainerCallback
+except ImportError:  # attach() says what to install
+    TrainerCallback = object  # type: ignore[assignment,misc]
+
+INSTALL_HINT = 'TRL is not installed: pip install "rlprobe[trl]" (and a torch build first, e.g. pip install torch)'
+
+ALGORITHMS: dict[str, str] = {
+    "GRPOTrainer": "grpo",
+    "RLOOTrainer": "rloo",
+    "PPOTrainer": "ppo",
+    "OnlineDPOTrainer": "online_dpo",
+}
+
+# Trainer.train() ends with one log of run totals; they describe the run, not a step.
+SUMMARY_KEYS = frozenset(
+    {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_tokens_per_second", "total_flos", "train_loss"}
+)
+_SUMMARY_MARKERS = ("train_loss", "total_flos")
+# Keys every HF log carries; a dict holding only these has no step metrics.
+_BOOKKEEPING_KEYS = frozenset({"epoch", "num_input_tokens_seen"})
+_NAN_WATCHED = ("loss", "grad_norm")
+_MISSING = object()
+
+
+def attach(
+    trainer: Any,
+    run_dir: str | os.PathLike[str],
+    halt: Any = None,
+    on_finding: Optional[Callable[[Any], Any]] = None,
+    diagnose_every: int = 25,
+    doctor_config: Optional[Mapping[str, Any]] = None,
+    **recorder_kwargs: Any,
+) -> "RlprobeCallback":
+    """Record `trainer` into run_dir: build an RlprobeCallback, add it to the trainer, return it."""
+    try:
+        import trl  # noqa: F401  (the callback reads TRL's buffers; fail here, not mid-training)
+        import transformers  # noqa: F401
+    except ImportError:
+        raise ToolMissing(INSTALL_HINT) from None
+    callback = RlprobeCallback(
+        trainer,
+        run_dir,
+        halt=halt,
+        on_finding=on_finding,
+        diagnose_every=diagnose_every,
+        doctor_config=doctor_config,
+        **recorder_kwargs,
+    )
+    trainer.add_callback(callback)
+    return callback
+
+
+class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
+    """A TrainerCallback that records steps, samples and events, and runs the live doctor."""
+
+    def __init__(
+        self,
+        trainer: Any,
+        run_dir: str | os.PathLike[str],
+        halt: Any = None,
+        on_finding: Optional[Callable[[Any], Any]] = None,
+        diagnose_every: int = 25,
+        doctor_config: Optional[Mapping[str, Any]] = None,
+        **recorder_kwargs: Any,
+    ) -> None:
+        if TrainerCallback is object:
+            raise ToolMissing(INSTALL_HINT)
+        from rlprobe.record import Recorder
+
+        # Callbacks are handed args, state and control, never the trainer: keep it for the buffers.
+        self.trainer = trainer
+        self.run_dir = Path(run_dir)
+        self.halt_policy = _halt_policy(halt)
+        self.on_finding = on_finding
+        self.diagnose_every = int(diagnose_every)
+        self.doctor_config = doctor_config
+        self.halted_by: Any = None
+        self.findings: list[Any] = []  # every finding the live doctor reported, in order
+        args = trainer.args
+        kwargs = {"rank": int(getattr(args, "process_index", 0)), "world_size": int(getattr(args, "world_size", 1)), **recorder_kwargs}
+        self.recorder = Recorder(
+            run_dir,
+            algorithm=algorithm_of(trainer),
+            model_name=model_name_of(trainer),
+            trainer_config=_trainer_config(args),
+            **kwargs,
+        )
+        self._watcher: Any = None
+        self._shim_reported = False
+        self._shim_failed = False
+        self._diagnosis_failures = 0
+        self._last_batch: Optional[tuple[int, int]] = None
+        self._batch_stats: dict[str, float] = {}
+        self._last_logged_step = -1
+        self._non_finite: set[str] = set()
+        self._summary: dict[str, float] = {}
+
+    # -- what the live doctor needs ------------------------------------------------------------
+    @property
+    def diagnosing(self) -> bool:
+        """True when this rank runs the live doctor: it records, and someone uses the findings."""
+        return (
+            self.recorder.active
+            and self.diagnose_every > 0
+            and (self.halt_policy is not None or self.on_finding is not None)
+        )
+
+    # -- TrainerCallback hooks -----------------------------------------------------------------
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Write a train_begin event with what the manifest cannot say (reward functions, versions)."""
+        if not self.recorder.active:
+            return
+        trainer = self.trainer
+        self.recorder.log_event(
+            "train_begin",
+            step=int(state.global_step),
+            trainer=type(trainer).__name__,
+            trl_version=_version("trl"),
+            transformers_version=_version("transformers"),
+            max_steps=int(state.max_steps),
+            num_generations=getattr(trainer, "num_generations", None),
+            num_iterations=getattr(trainer, "num_iterations", None),
+            beta=getattr(trainer, "beta", None),
+            reward_funcs=list(getattr(trainer, "reward_func_names", []) or []),
+            reward_weights=_floats(getattr(trainer, "reward_weights", None)),
+            live_diagnosis=self.diagnosing,
+            diagnose_every=self.diagnose_every,
+            halt_policy=repr(self.halt_policy) if self.halt_policy is not None else None,
+        )
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Capture the step's rollouts; every diagnose_every steps, diagnose and maybe halt."""
+        if not self.recorder.active:
+            return
+        step = int(state.global_step)
+        if int(getattr(args, "process_index", 0)) == 0:  # the buffer is gathered: one rank logs it
+            self._capture_samples(step)
+        if self.diagnosing and step % self.diagnose_every == 0 and self.halted_by is None:
+            self._diagnose(step, control, may_halt=True)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> None:
+        """Record TRL's scalars as a step (run totals and eval metrics become events)."""
+        if not self.recorder.active or not logs:
+            return
+        step = int(state.global_step)
+        if any(key.startswith("eval_") for key in logs):
+            self.recorder.log_event("evaluate", step=step, metrics=_numbers(logs))
+            return
+        metrics = dict(logs)
+        if any(key in metrics for key in _SUMMARY_MARKERS):
+            self._summary = {k: v for k, v in _numbers(metrics).items() if k in SUMMARY_KEYS or "_mem_" in k}
+            metrics = {k: v for k, v in metrics.items() if k not in SUMMARY_KEYS and "_mem_" not in k}
+            if step <= self._last_logged_step:
+                return  # the totals' dict carries no metric of a step not yet logged
+        mapped = map_metrics(metrics)
+        if not (mapped.fields or mapped.components or set(mapped.extra) - _BOOKKEEPING_KEYS):
+            return
+        if mapped.step is not None:
+            step = mapped.step
+        values = mapped.step_kwargs()
+        for name, value in self._batch_stats.items():
+            values.setdefault(name, value)  # TRL's own figure wins where both exist
+        self._batch_stats = {}
+        self.recorder.log_step(step, **values)
+        self._last_logged_step = max(self._last_logged_step, step)
+        self._check_finite(step, mapped.fields)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Write a checkpoint event with the folder the Trainer saved to."""
+        if self.recorder.active:
+            step = int(state.global_step)
+            path = os.path.join(str(args.output_dir), f"checkpoint-{step}")
+            self.recorder.log_event("checkpoint", step=step, path=path)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Diagnose once more (reporting, never halting), write train_end and close the recorder."""
+        if not self.recorder.active:
+            return
+        step = int(state.global_step)
+        if self.diagnosing:
+            # The last stretch of steps may hold a finding the periodic ticks have not seen yet;
+            # on_finding should hear about it even though there is nothing left to halt.
+            self._diagnose(step, control, may_halt=False)
+        self.recorder.log_event(
+            "train_end",
+            step=step,
+            halted=self.halted_by is not None,
+            halted_by=self.halted_by.signature_id if self.halted_by is not None else None,
+            summary=self._summary,
+        )
+        self.recorder.close()
+
+    # -- samples -------------------------------------------------------------------------------
+    def _capture_samples(self, step: int) -> None:
+        trainer = self.trainer
+        logs = getattr(trainer, "_logs", None)
+        if not _looks_like_buffer(logs):
+            logs = getattr(trainer, "_textual_logs", None)
+        if not _looks_like_buffer(logs):
+            if not self._shim_reported:
+                self._shim_reported = True
+                self.recorder.log_event(
+                    "shim_unavailable",
+                    step=step,
+                    message=f"{type(trainer).__name__} has no completion buffer (_logs); recording scalars only",
+                    trainer=type(trainer).__name__,
+                    trl_version=_version("trl"),
+                )
+            return
+        # With num_iterations > 1 (or steps_per_generation > gradient accumulation) one generation
+        # batch feeds several optimizer steps: its rollouts belong to the step that generated them.
+        # Identity by id(), not by a held reference, which would keep the batch's tensors alive.
+        buffered = getattr(trainer, "_buffered_inputs", _MISSING)
+        if buffered is not _MISSING:
+            if buffered is None:
+                return  # nothing generated yet
+            key = (id(buffered), id(buffered[0]) if len(buffered) else 0)
+            if key == self._last_batch:
+                return
+            self._last_batch = key
+        try:
+            samples, stats = build_samples(
+                step,
+                logs,
+                num_generations=getattr(trainer, "num_generations", None),
+                reward_names=list(getattr(trainer, "reward_func_names", []) or []),
+                reward_weights=_floats(getattr(trainer, "reward_weights", None)),
+                tokenizer=getattr(trainer, "processing_class", None),
+            )
+        except Exception as exc:  # a changed buffer layout must never stop training
+            if not self._shim_failed:
+                self._shim_failed = True
+                self.recorder.log_event("shim_unavailable", step=step, message=f"reading the completion buffer failed: {type(exc).__name__}: {exc}")
+            return
+        if samples:
+            self.recorder.log_samples(step, samples)
+            self._batch_stats = stats
+
+    # -- live doctor ---------------------------------------------------------------------------
+    def _diagnose(self, step: int, control: Any, may_halt: bool) -> None:
+        try:
+            if self._watcher is None:
+                from rlprobe.doctor.live import RunWatcher
+
+                self._watcher = RunWatcher(self.recorder.run_dir, config=self.doctor_config)
+            self.recorder.flush()
+            new = list(self._watcher.tick())
+        except Exception as exc:  # the doctor is a guest in the training loop: it never ends it
+            self._diagnosis_failures += 1
+            if self._diagnosis_failures == 1:
+                self.recorder.log_event("live_diagnosis_failed", step=step, message=f"{type(exc).__name__}: {exc}")
+            return
+        halting = None
+        for finding in new:
+            self.findings.append(finding)
+            self.recorder.log_event(
+                "live_finding",
+                step=step,
+                message=finding.explanation,
+                signature=finding.signature_id,
+                severity=finding.severity,
+                confidence=finding.confidence,
+                first_step=finding.first_step,
+            )
+            if self.on_finding is not None:
+                try:
+                    self.on_finding(finding)
+                except Exception as exc:  # the user's callback must not kill training either
+                    self.recorder.log_event(
+                        "on_finding_failed", step=step, message=f"{type(exc).__name__}: {exc}", signature=finding.signature_id
+                    )
+            if may_halt and halting is None and self.halt_policy is not None and self.halt_policy.should_halt(finding):
+                halting = finding  # tick() returns findings ranked: the first is the worst
+        if halting is not None:
+            self.halted_by = halting
+            control.should_training_stop = True
+            self.recorder.log_event(
+                "auto_halt",
+                step=step,
+                message=f"training stopped by rlprobe: {halting.signature_id} ({halting.severity}, confidence {halting.confidence:.2f})",
+                signature=halting.signature_id,
+                severity=halting.severity,
+                confidence=halting.confidence,
+                first_step=halting.first_step,
+            )
+
+    def _check_finite(self, step: int, fields: Mapping[str, float]) -> None:
+        for name in _NAN_WATCHED:
+            value = fields.get(name)
+            if value is None:
+                continue
+            if math.isfinite(value):
+                self._non_finite.discard(name)
+            elif name not in self._non_finite:  # once per stretch, not once per step of it
+                self._non_finite.add(name)
+                self.recorder.log_event("nan_detected", step=step, message=f"{name} is {value}", metric=name, value=str(value))
+
+
+# -- turning TRL's buffer into SampleRecords ---------------------------------------------------
+def build_samples(
+    step: int,
+    logs: Mapping[str, Any],
+    num_generations: Optional[int] = None,
+    reward_names: Sequence[str] = (),
+    reward_weights: Optional[Sequence[float]] = None,
+    tokenizer: Any = None,
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """SampleRecord dicts from a TRL completion buffer, and per-step stats of the whole batch."""
+    prompts = list(logs.get("prompt") or ())
+    completions = list(logs.get("completion") or ())
+    n = len(completions)
+    if n == 0:
+        return [], {}
+    rewards: Mapping[str, Any] = logs.get("rewards") or {}
+    names = list(rewards)
+    columns = {name: list(rewards[name]) for name in names}
+    weights = _weights_by_name(reward_names, reward_weights)
+    advantages = list(logs.get("advantages") or ())
+    extra_columns = {name: list(values) for name, values in (logs.get("extra") or {}).items()}
+    completion_texts = [render(c) for c in completions]
+    lengths = _token_lengths(tokenizer, completion_texts)
+    group = num_generations if isinstance(num_generations, int) and num_generations > 0 and n % num_generations == 0 else None
+
+    samples: list[dict[str, Any]] = []
+    totals: list[Optional[float]] = []
+    for i in range(n):
+        components: dict[str, float] = {}
+        total = 0.0
+        for name in names:
+            value = _number(columns[name][i] if i < len(columns[name]) else None)
+            if value is None or math.isnan(value):
+                continue  # this reward function did not score the sample
+            components[name] = value
+            total += weights.get(name, 1.0) * value
+        reward_total = total if components else None
+        totals.append(reward_total)
+        sample: dict[str, Any] = {
+            "prompt_text": render(prompts[i]) if i < len(prompts) else None,
+            "completion_text": completion_texts[i],
+            "reward_total": reward_total,
+            "reward_components": components,
+        }
+        if i < len(advantages):
+            sample["advantage"] = _number(advantages[i])
+        if group is not None:
+            sample["group_id"] = f"{step}-{i // group}"
+        if lengths is not None:
+            sample["completion_len"] = lengths[i]
+        extra = {}
+        for name, values in extra_columns.items():
+            value = _number(values[i]) if i < len(values) else None
+            if value is not None:
+                extra[name] = value
+        if extra:
+            sample["extra"] = extra
+        samples.append(sample)
+    return samples, _batch_stats(totals, [_number(a) for a in advantages], group)
+
+
+def render(value: Any) -> str:
+    """A prompt or completion as text: a string as is, chat messages as 'role: content' lines."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        value = [value]
+    if isinstance(value, (list, tuple)):
+        messages = [m for m in value if isinstance(m, Mapping)]
+        if messages and len(messages) == len(value):
+            if len(messages) == 1 and messages[0].get("role") == "assistant":
+                return _content(messages[0])  # a completion: the text the model wrote
+            return "\n".join(f"{m.get('role', '?')}: {_content(m)}" for m in messages)
+    return "" if value is None else str(value)
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):  # multimodal parts: keep the text, name the rest
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping):
+                parts.append(str(part["text"]) if "text" in part else f"<{part.get('type', 'part')}>")
+            else:
+                parts.append(str(part))
+        text = " ".join(parts)
+    else:
+        text = "" if content is None else str(content)
+    calls = message.get("tool_calls")
+    if calls:
+        text += (" " if text else "") + f"<tool_calls {calls}>"
+    return text
+
+
+def _token_lengths(tokenizer: Any, texts: list[str]) -> Optional[list[int]]:
+    # TRL keeps decoded text only; re-tokenizing it gives the completion's length in tokens
+    # (special tokens such as EOS were stripped by the decode, so a finished completion is one shorter).
+    tok = getattr(tokenizer, "tokenizer", tokenizer)  # a multimodal processor wraps its tokenizer
+    if tok is None or not callable(tok):
+        return None
+    try:
+        ids = tok(texts, add_special_tokens=False, return_attention_mask=False)["input_ids"]
+        return [len(x) for x in ids]
+    except Exception:
+        return None
+
+
+def _batch_stats(totals: list[Optional[float]], advantages: list[Optional[float]], group: Optional[int]) -> dict[str, float]:
+    """Step fields TRL does not log but the doctor reads: reward range, advantage spread, group std."""
+    out: dict[str, float] = {}
+    rewards = [r for r in totals if r is not None and math.isfinite(r)]
+    if rewards:
+        out["reward_min"] = min(rewards)
+        out["reward_max"] = max(rewards)
+    adv = [a for a in advantages if a is not None and math.isfinite(a)]
+    if adv:
+        mean = sum(adv) / len(adv)
+        out["adv_mean"] = mean
+        out["adv_std"] = math.sqrt(sum((a - mean) ** 2 for a in adv) / len(adv))
+        out["adv_zero_frac"] = sum(1 for a in adv if abs(a) < 1e-8) / len(adv)
+    if group is not None and group > 1:
+        stds = []
+        for start in range(0, len(totals), group):
+            values = [r for r in totals[start : start + group] if r is not None and math.isfinite(r)]
+            if len(values) > 1:
+                mean = sum(values) / len(values)
+                stds.append(math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)))
+        if stds:
+            out["group_reward_std_mean"] = sum(stds) / len(stds)
+    return out
+
+
+# -- small helpers -----------------------------------------------------------------------------
+def algorithm_of(trainer: Any) -> str:
+    """'grpo', 'rloo', 'ppo', ... from the trainer's class (or a TRL base class), else the class name."""
+    for cls in type(trainer).__mro__:
+        if cls.__name__ in ALGORITHMS:
+            return ALGORITHMS[cls.__name__]
+    return type(trainer).__name__.lower()
+
+
+def model_name_of(trainer: Any) -> Optional[str]:
+    """The model's hub id or local path, as its config remembers it."""
+    model = getattr(trainer, "model", None)
+    config = getattr(model, "config", None)
+    for attr in ("_name_or_path", "name_or_path"):
+        name = getattr(config, attr, None) or getattr(model, attr, None)
+        if isinstance(name, str) and name:
+            return name
+    return type(model).__name__ if model is not None else None
+
+
+def _trainer_config(args: Any) -> dict[str, Any]:
+    to_dict = getattr(args, "to_dict", None)
+    if callable(to_dict):
+        try:
+            return dict(to_dict())  # the Recorder makes the values JSON-safe
+        except Exception:
+            pass
+    return {k: v for k, v in vars(args).items() if not k.startswith("_")} if hasattr(args, "__dict__") else {}
+
+
+def _halt_policy(halt: Any) -> Any:
+    if halt is None or halt is False:
+        return None
+    from rlprobe.doctor.live import HaltPolicy
+
+    if halt is True:
+        return HaltPolicy()
+    if callable(getattr(halt, "should_halt", None)):
+        return halt
+    raise TypeError(f"halt must be None, True, False or a HaltPolicy, not {type(halt).__name__}")
+
+
+def _looks_like_buffer(logs: Any) -> bool:
+    return isinstance(logs, Mapping) and "prompt" in logs and "completion" in logs
+
+
+def _number(value: Any) -> Optional[float]:
+    return None if value is None or isinstance(value, str) else to_float(value)
+
+
+def _numbers(metrics: Mapping[str, Any]) -> dict[str, float]:
+    out = {}
+    for key, value in metrics.items():
+        number = _number(value)
+        if number is not None:
+            out[key] = number
+    return out
+
+
+def _floats(value: Any) -> Optional[list[float]]:
+    if value is None:
+        return None
+    tolist = getattr(value, "tolist", None)
+    try:
+        items = tolist() if callable(tolist) else list(value)
+        return [float(v) for v in items]
+    except (TypeError, ValueError):
+        return None
+
+
+def _weights_by_name(reward_names: Sequence[str], weights: Optional[Sequence[float]]) -> dict[str, float]:
+    if weights is None or len(weights) != len(reward_names):
+        return {}
+    return dict(zip(reward_names, weights))
+
+
+def _version(package: str) -> Optional[str]:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None

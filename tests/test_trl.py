@@ -1,0 +1,266 @@
+"""The TRL integration, with real GRPO and RLOO trainers on a tiny random Llama, offline, on CPU.
+
+Each test trains for a few steps (a tenth of a second each) with `attach` and then reads the
+recording back the way a user would, through `rlprobe.RunReader`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("trl")
+
+from rlprobe import RunReader  # noqa: E402
+from rlprobe.doctor.live import HaltPolicy  # noqa: E402
+from rlprobe.errors import ToolMissing  # noqa: E402
+from rlprobe.integrations import tiny  # noqa: E402
+from rlprobe.integrations.trl import attach, render  # noqa: E402
+
+tiny.offline()
+
+from trl import GRPOTrainer, RLOOTrainer  # noqa: E402
+
+# A custom doctor detector that goes critical once the run passes step 4: a finding on demand,
+# diagnosed by the real live doctor from the files the recorder wrote.
+PAST_STEP_FOUR = """\
+-- id: PAST_STEP_FOUR
+-- severity: critical
+-- explanation: The run went past step 4.
+-- actions: Nothing; this detector exists for the tests
+SELECT min(step) AS first_step, 0.95 AS confidence
+FROM steps WHERE run_id = ? AND step > 4 HAVING count(*) > 0
+"""
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tiny.build_tiny_model(tmp_path_factory.mktemp("tiny-llama")))
+
+
+@pytest.fixture()
+def halting_config(tmp_path: Path) -> dict[str, Any]:
+    folder = tmp_path / "detectors"
+    folder.mkdir()
+    (folder / "past_step_four.sql").write_text(PAST_STEP_FOUR)
+    return {"doctor": {"custom_detectors": str(folder)}}
+
+
+def grpo(model_path: str, tmp_path: Path, conversational: bool = False, **config: Any) -> GRPOTrainer:
+    return GRPOTrainer(
+        model=model_path,
+        reward_funcs=[tiny.reward_short, tiny.reward_cat],
+        args=tiny.grpo_config(tmp_path / "out", **config),
+        train_dataset=tiny.tiny_dataset(conversational=conversational),
+    )
+
+
+def by_kind(reader: RunReader, kind: str) -> list[Any]:
+    return reader.events(kind=kind)
+
+
+def test_grpo_run_is_recorded_step_by_step_with_samples_and_events(model_path: str, tmp_path: Path) -> None:
+    trainer = grpo(model_path, tmp_path, beta=0.1, max_steps=6, save_strategy="steps", save_steps=3)
+    callback = attach(trainer, tmp_path / "run", capture_env=False)
+    trainer.train()
+
+    reader = RunReader(tmp_path / "run")
+    assert reader.manifest.algorithm == "grpo"
+    assert reader.manifest.model_name == model_path
+    assert reader.manifest.trainer_config["beta"] == 0.1
+    assert reader.manifest.trainer_config["num_generations"] == 4
+
+    # One row per optimizer step with TRL's figures, keyed by global_step (TRL logs no step).
+    steps = reader.steps()
+    assert [s.step for s in steps] == [1, 2, 3, 4, 5, 6]
+    trl_logs = {entry["step"]: entry for entry in trainer.state.log_history if "reward" in entry}
+    for s in steps:
+        logged = trl_logs[s.step]
+        assert s.reward_mean == pytest.approx(logged["reward"])
+        assert s.kl_mean == pytest.approx(logged["kl"])  # beta > 0: TRL logs kl
+        assert s.entropy_mean == pytest.approx(logged["entropy"])
+        assert s.lr == pytest.approx(logged["learning_rate"])
+        assert s.completion_len_mean == pytest.approx(logged["completions/mean_length"])
+        assert s.clip_fraction == pytest.approx(logged["clip_ratio/region_mean"])
+        assert s.reward_components == pytest.approx(
+            {"reward_short": logged["rewards/reward_short/mean"], "reward_cat": logged["rewards/reward_cat/mean"]}
+        )
+        assert s.extra["rewards/reward_cat/std"] == pytest.approx(logged["rewards/reward_cat/std"])
+        assert s.extra["clip_ratio/high_max"] == pytest.approx(logged["clip_ratio/high_max"])
+        # computed from the rollouts: TRL does not log these
+        assert s.adv_std is not None and s.reward_min <= s.reward_mean <= s.reward_max
+    # the run totals of the last log are not a step
+    assert not [name for s in steps for name in s.extra if name.startswith("train_")]
+    assert by_kind(reader, "train_end")[0].data["summary"]["train_loss"] == pytest.approx(trainer.state.log_history[-1]["train_loss"])
+
+    # Samples: the whole generation batch (8 = 2 prompts x 4 generations) fits the default selection.
+    samples = reader.samples()
+    assert {s.step for s in samples} == {1, 2, 3, 4, 5, 6}
+    first = [s for s in samples if s.step == 1]
+    assert len(first) == 8
+    for s in first:
+        assert s.reward_total == pytest.approx(sum(s.reward_components.values()))  # weights are 1
+        assert s.reward_components["reward_cat"] == (1.0 if "cat" in s.completion_text.split() else 0.0)
+        assert s.completion_len == len(s.completion_text.split())  # a word-level tokenizer: a word is a token
+    groups: dict[str, set[str]] = {}
+    for s in first:
+        groups.setdefault(s.group_id, set()).add(s.prompt_text)
+    assert len(groups) == 2 and all(len(prompts) == 1 for prompts in groups.values())
+    # GRPO advantages are centred within each group
+    for gid in groups:
+        assert sum(s.advantage for s in first if s.group_id == gid) == pytest.approx(0.0, abs=1e-3)
+
+    assert [e.step for e in by_kind(reader, "checkpoint")] == [3, 6]
+    assert by_kind(reader, "checkpoint")[0].data["path"].endswith("checkpoint-3")
+    begin = by_kind(reader, "train_begin")[0]
+    assert begin.data["reward_funcs"] == ["reward_short", "reward_cat"] and begin.data["num_generations"] == 4
+    assert by_kind(reader, "shim_unavailable") == []
+    assert callback.halted_by is None and callback.recorder.dropped == 0
+
+
+def test_conversational_prompts_are_rendered_as_text(model_path: str, tmp_path: Path) -> None:
+    trainer = grpo(model_path, tmp_path, conversational=True, max_steps=3)  # beta = 0: no kl
+    attach(trainer, tmp_path / "run", capture_env=False)
+    trainer.train()
+
+    reader = RunReader(tmp_path / "run")
+    assert all(s.kl_mean is None for s in reader.steps())
+    samples = reader.samples()
+    assert samples and all(s.prompt_text.startswith("user: ") for s in samples)
+    assert not any(s.completion_text.startswith("[") for s in samples)  # the text, not a repr of messages
+    assert render([{"role": "assistant", "content": "a cat"}]) == "a cat"
+    assert render([{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "what is it?"}]}]) == (
+        "system: be brief\nuser: <image> what is it?"
+    )
+
+
+def test_rloo_is_recorded_as_rloo(model_path: str, tmp_path: Path) -> None:
+    trainer = RLOOTrainer(
+        model=model_path,
+        reward_funcs=[tiny.reward_short, tiny.reward_cat],
+        args=tiny.rloo_config(tmp_path / "out", max_steps=3, beta=0.05),
+        train_dataset=tiny.tiny_dataset(),
+    )
+    attach(trainer, tmp_path / "run", capture_env=False)
+    trainer.train()
+
+    reader = RunReader(tmp_path / "run")
+    assert reader.manifest.algorithm == "rloo"
+    steps = reader.steps()
+    assert [s.step for s in steps] == [1, 2, 3]
+    assert all(s.kl_mean is not None and s.reward_mean is not None for s in steps)
+    assert {s.step for s in reader.samples()} == {1, 2, 3}
+    assert all(s.advantage is not None for s in reader.samples())
+
+
+def test_a_batch_reused_across_steps_is_logged_once(model_path: str, tmp_path: Path) -> None:
+    # num_iterations=2: each generation batch trains two optimizer steps (1-2, 3-4, 5-6).
+    trainer = grpo(model_path, tmp_path, num_iterations=2, max_steps=6)
+    attach(trainer, tmp_path / "run", capture_env=False)
+    trainer.train()
+
+    reader = RunReader(tmp_path / "run")
+    assert [s.step for s in reader.steps()] == [1, 2, 3, 4, 5, 6]
+    samples = reader.samples()
+    assert sorted({s.step for s in samples}) == [1, 3, 5]
+    assert len(samples) == 3 * 8
+
+
+class _BufferElsewhere:
+    """What a future TRL might hold instead of the dict of deques: it works for TRL, not for us."""
+
+    def __init__(self, logs: Any) -> None:
+        self._inner = logs
+
+    def __getitem__(self, key: str) -> Any:
+        return self._inner[key]
+
+
+def test_without_the_completion_buffer_scalars_are_still_recorded(model_path: str, tmp_path: Path) -> None:
+    trainer = grpo(model_path, tmp_path, max_steps=3)
+    trainer._logs = _BufferElsewhere(trainer._logs)
+    attach(trainer, tmp_path / "run", capture_env=False)
+    trainer.train()
+
+    reader = RunReader(tmp_path / "run")
+    assert [s.step for s in reader.steps()] == [1, 2, 3]
+    assert all(s.reward_mean is not None for s in reader.steps())
+    assert reader.samples() == []
+    shim = by_kind(reader, "shim_unavailable")
+    assert len(shim) == 1 and "_logs" in shim[0].message
+
+
+def test_the_live_doctor_halts_training_through_the_policy(model_path: str, tmp_path: Path, halting_config: dict[str, Any]) -> None:
+    trainer = grpo(model_path, tmp_path, max_steps=20)
+    callback = attach(trainer, tmp_path / "run", halt=True, diagnose_every=2, doctor_config=halting_config, capture_env=False)
+    trainer.train()
+
+    # At step 6 the doctor sees steps 1-5 (step 6's scalars are logged after on_step_end), goes
+    # critical, and the trainer stops after finishing step 6.
+    assert trainer.state.global_step == 6
+    assert callback.halted_by.signature_id == "PAST_STEP_FOUR"
+    reader = RunReader(tmp_path / "run")
+    assert reader.steps()[-1].step == 6
+    halt = by_kind(reader, "auto_halt")
+    assert len(halt) == 1 and halt[0].step == 6
+    assert halt[0].data == {"signature": "PAST_STEP_FOUR", "severity": "critical", "confidence": 0.95, "first_step": 5}
+    assert by_kind(reader, "train_end")[0].data["halted_by"] == "PAST_STEP_FOUR"
+    assert [e.step for e in reader.events() if e.kind in ("auto_halt", "train_end", "recorder_close")] == [6, 6, None]
+
+
+def test_a_policy_that_does_not_match_never_halts(model_path: str, tmp_path: Path, halting_config: dict[str, Any]) -> None:
+    seen: list[Any] = []
+    trainer = grpo(model_path, tmp_path, max_steps=8)
+    callback = attach(
+        trainer, tmp_path / "run", halt=HaltPolicy(signatures=frozenset({"KL_BLOWUP"})), on_finding=seen.append,
+        diagnose_every=2, doctor_config=halting_config, capture_env=False,
+    )
+    trainer.train()
+
+    assert trainer.state.global_step == 8 and callback.halted_by is None
+    assert [f.signature_id for f in seen] == ["PAST_STEP_FOUR"]  # reported once, when first seen
+    reader = RunReader(tmp_path / "run")
+    assert by_kind(reader, "auto_halt") == []
+    assert [(e.step, e.data["signature"]) for e in by_kind(reader, "live_finding")] == [(6, "PAST_STEP_FOUR")]
+
+
+def test_an_on_finding_that_raises_does_not_stop_training(model_path: str, tmp_path: Path, halting_config: dict[str, Any]) -> None:
+    def on_finding(finding: Any) -> None:
+        raise RuntimeError("my pager is down")
+
+    trainer = grpo(model_path, tmp_path, max_steps=8)
+    attach(trainer, tmp_path / "run", on_finding=on_finding, diagnose_every=2, doctor_config=halting_config, capture_env=False)
+    trainer.train()
+
+    assert trainer.state.global_step == 8
+    reader = RunReader(tmp_path / "run")
+    failed = by_kind(reader, "on_finding_failed")
+    assert len(failed) == 1 and failed[0].message == "RuntimeError: my pager is down"
+    assert failed[0].data["signature"] == "PAST_STEP_FOUR"
+    assert [s.step for s in reader.steps()] == list(range(1, 9))
+
+
+def test_a_nan_loss_is_an_event_once_per_stretch(model_path: str, tmp_path: Path) -> None:
+    trainer = grpo(model_path, tmp_path, max_steps=1)
+    callback = attach(trainer, tmp_path / "run", capture_env=False)
+    state, control = trainer.state, trainer.control
+    for step, loss in [(1, 0.5), (2, math.nan), (3, math.nan), (4, 0.4), (5, math.inf)]:
+        state.global_step = step
+        callback.on_log(trainer.args, state, control, logs={"loss": loss, "grad_norm": 1.0})
+    callback.on_train_end(trainer.args, state, control)
+
+    reader = RunReader(tmp_path / "run")
+    assert [(e.step, e.data["metric"], e.data["value"]) for e in by_kind(reader, "nan_detected")] == [(2, "loss", "nan"), (5, "loss", "inf")]
+    assert math.isnan(reader.steps()[1].loss)  # the value is kept too
+
+
+def test_attach_without_trl_says_what_to_install(model_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trainer = grpo(model_path, tmp_path, max_steps=1)
+    monkeypatch.setitem(sys.modules, "trl", None)  # import trl now raises ImportError
+    with pytest.raises(ToolMissing, match=r'pip install "rlprobe\[trl\]"'):
+        attach(trainer, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
