@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from rlprobe.schemas import STEP_FLOAT_FIELDS
+
 # Exact key -> StepRecord field. Where TRL renamed a metric across versions, both names map.
 FIELD_KEYS: dict[str, str] = {
     # TRL GRPO / RLOO (>= 0.14) and their older spellings
@@ -64,6 +66,10 @@ FIELD_KEYS: dict[str, str] = {
     "timing_s/gen": "generation_time_s",
     "timing_s/update_actor": "optimization_time_s",
 }
+
+# rlprobe's own names mean themselves (a recording exported with `rlprobe query --csv` and
+# imported again); listed after the foreign names, which keep their mapping.
+FIELD_KEYS.update({name: name for name in STEP_FLOAT_FIELDS if name not in FIELD_KEYS})
 
 # Keys that carry the step number rather than a metric.
 STEP_KEYS: tuple[str, ...] = ("step", "global_step", "training/global_step")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rlprobe.keymap import MappedMetrics, map_metrics
+from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX
 
 # The dict the HF Trainer logs once, after the last step: totals, not a step's metrics.
 SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"})
@@ -83,8 +84,25 @@ def has_known_metric(mapped: MappedMetrics) -> bool:
     return bool(mapped.fields or mapped.components)
 
 
+def own_names(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
+    """rlprobe's flattened columns (reward_component.<c>, extra.<k>) as names the keymap reads."""
+    if not any(str(k).startswith((REWARD_COMPONENT_PREFIX, EXTRA_PREFIX)) for k in metrics):
+        return metrics
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        key = str(key)
+        if key.startswith(REWARD_COMPONENT_PREFIX):
+            out["rewards/" + key[len(REWARD_COMPONENT_PREFIX):]] = value
+        elif key.startswith(EXTRA_PREFIX):
+            out[key[len(EXTRA_PREFIX):]] = value
+        else:
+            out[key] = value
+    return out
+
+
 def classify(metrics: Mapping[str, Any], parsed: Parsed) -> MappedMetrics | None:
     """Map a training-log dict, or count why it is left out (summary, eval, no metrics) and return None."""
+    metrics = own_names(metrics)
     if is_summary(metrics):
         parsed.skip("summary")
         return None
