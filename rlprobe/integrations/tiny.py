@@ -112,7 +112,7 @@ def grpo_config(output_dir: str | os.PathLike[str], **overrides: Any) -> Any:
     offline()
     from trl import GRPOConfig
 
-    return GRPOConfig(**{**_common_args(output_dir), "num_generations": 4, **overrides})
+    return GRPOConfig(**{**_common_args(output_dir, GRPOConfig), "num_generations": 4, **overrides})
 
 
 def rloo_config(output_dir: str | os.PathLike[str], **overrides: Any) -> Any:
@@ -120,11 +120,18 @@ def rloo_config(output_dir: str | os.PathLike[str], **overrides: Any) -> Any:
     offline()
     from trl import RLOOConfig
 
-    return RLOOConfig(**{**_common_args(output_dir), "num_generations": 4, **overrides})
+    return RLOOConfig(**{**_common_args(output_dir, RLOOConfig), "num_generations": 4, **overrides})
 
 
-def _common_args(output_dir: str | os.PathLike[str]) -> dict[str, Any]:
+def _common_args(output_dir: str | os.PathLike[str], config_class: type) -> dict[str, Any]:
+    import dataclasses
+
+    # TRL turns checkpointing on by default; on a 1-layer model it only costs time. transformers 5
+    # renamed the option (the old name still works, with a warning).
+    names = {f.name for f in dataclasses.fields(config_class)}
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
     return {
+        checkpointing: False,
         "output_dir": str(output_dir),
         "per_device_train_batch_size": 8,
         "max_completion_length": 8,
@@ -135,7 +142,6 @@ def _common_args(output_dir: str | os.PathLike[str]) -> dict[str, Any]:
         "report_to": "none",
         "use_cpu": True,
         "bf16": False,
-        "gradient_checkpointing": False,
         "disable_tqdm": True,
         "seed": 0,
     }
