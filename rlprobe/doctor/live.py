@@ -173,6 +173,7 @@ class _LiveTables:
         self.columns: dict[str, dict[str, str]] = {}
         self.run_id: Optional[str] = None
         self.features_for: Optional[tuple[Any, ...]] = None  # the column sets the features were built on
+        self.files_read = 0  # data files read so far: what "incremental" means, countable in tests
         self.con.execute("CREATE SCHEMA v1")
         for kind, types in (("steps", STEP_COLUMN_TYPES), ("samples", SAMPLE_COLUMN_TYPES)):
             cols = {name: sql_type for name, sql_type in types.items()}
@@ -216,6 +217,7 @@ class _LiveTables:
             raise
         for kind, new in wanted.items():
             self.files[kind] = new
+        self.files_read += sum(len(added) for _, added in plans.values())
         return True
 
     def _insert(self, kind: str, table: str, paths: list[str], ranks: Mapping[str, int]) -> None:
@@ -346,6 +348,7 @@ class RunWatcher:
         self.steps = 0
         self.last_step: Optional[int] = None
         self.diagnoses = 0  # how many ticks actually re-ran the detectors
+        self._files_read_before = 0  # by connections closed since (see files_read)
         self._cfg: Optional[DoctorConfig] = None
         self._tables: Optional[_LiveTables] = None
         self._manifest: tuple[Optional[FileSig], Optional[int], Optional[str]] = (None, None, None)
@@ -379,9 +382,15 @@ class RunWatcher:
         self._poll()
         return self.diagnosis if self.steps else None
 
+    @property
+    def files_read(self) -> int:
+        """Data files (step parts, sample shards, steps.parquet) read so far, over all ticks."""
+        return self._files_read_before + (self._tables.files_read if self._tables is not None else 0)
+
     def close(self) -> None:
         """Release the DuckDB connection (a later tick reads the run again from scratch)."""
         if self._tables is not None:
+            self._files_read_before += self._tables.files_read
             self._tables.con.close()
         self._tables = None
         self._dirty = True
