@@ -1,0 +1,202 @@
+"""What the TRL callback costs a real trainer: wall time per step with and without attach().
+
+A tiny GRPO trainer (rlprobe.integrations.tiny: a 1-layer random Llama, 8 completions of up to
+8 tokens per step, CPU) trains the same number of steps in three arms, in one process:
+
+- off:      no rlprobe at all (the baseline).
+- record:   attach(trainer, run_dir): scalars, samples and events, no live doctor.
+- doctor:   attach(..., on_finding=..., diagnose_every=25): recording plus a live diagnosis
+            every 25 steps (flush, then RunWatcher.tick()).
+
+Reps rotate the arm order (off, record, doctor / record, doctor, off / ...) so drift and other
+load spread over all arms; the figure per arm is the median over rounds of (arm / off - 1) of
+the wall time of trainer.train() per step. Trainer construction and model building are not
+timed. Also a cost model that other processes disturb less: the time spent inside the
+callback's hooks per step (timed in place), as a share of the baseline step; the live doctor's
+ticks separately. The tiny model's step (~0.1-0.3 s) is far shorter than a real LLM step, so
+every share here is an upper bound of what a real run pays.
+
+Target (issue 4): recording < 2% of step time. Nothing is asserted.
+
+    python benchmarks/trl_callback.py            # about 2-3 minutes on 2 idle cores
+    python benchmarks/trl_callback.py --quick    # a smoke test, well under a minute
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+from rlprobe.integrations import tiny  # noqa: E402
+
+ARMS = ("off", "record", "doctor")
+HOOKS = ("on_train_begin", "on_step_end", "on_log", "on_save", "on_train_end")
+
+
+class HookTimer:
+    """Wraps a callback's hooks in place and sums the time spent in each."""
+
+    def __init__(self, callback: Any) -> None:
+        self.seconds: dict[str, float] = {name: 0.0 for name in HOOKS}
+        self.diagnose_s = 0.0
+        self.ticks = 0
+        for name in HOOKS:
+            setattr(callback, name, self._wrap(name, getattr(callback, name)))
+        inner = callback._diagnose
+
+        @functools.wraps(inner)
+        def diagnose(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.diagnose_s += time.perf_counter() - t0
+                self.ticks += 1
+
+        callback._diagnose = diagnose
+
+    def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - t0
+
+        return timed
+
+
+def one_rep(arm: str, model_path: Path, scratch: Path, steps: int, rep: int) -> dict[str, Any]:
+    """Build a fresh trainer (untimed), train `steps` steps in this arm, return the timings."""
+    from transformers import PrinterCallback
+    from trl import GRPOTrainer
+
+    from rlprobe.integrations.trl import attach
+
+    trainer = GRPOTrainer(
+        model=str(model_path),
+        reward_funcs=[tiny.reward_short, tiny.reward_cat],
+        args=tiny.grpo_config(scratch / "out", max_steps=steps, beta=0.04, seed=rep),
+        train_dataset=tiny.tiny_dataset(n=max(64, 2 * steps)),
+    )
+    trainer.remove_callback(PrinterCallback)
+    timer = None
+    run_dir = scratch / f"run-{arm}-{rep}"
+    if arm != "off":
+        doctor = arm == "doctor"
+        callback = attach(
+            trainer, run_dir, capture_env=False,
+            on_finding=(lambda finding: None) if doctor else None, diagnose_every=25,
+        )
+        timer = HookTimer(callback)
+    gc.collect()
+    t0 = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - t0
+    out: dict[str, Any] = {"arm": arm, "wall_s": wall, "step_s": wall / steps}
+    if timer is not None:
+        hooks_s = sum(v for k, v in timer.seconds.items() if k != "on_train_end")
+        out.update(
+            hooks_s=timer.seconds,
+            hooks_per_step_s=hooks_s / steps,
+            diagnose_s=timer.diagnose_s,
+            ticks=timer.ticks,
+            close_s=timer.seconds["on_train_end"],
+            dropped=callback.recorder.dropped,
+        )
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    """Run the arms in rotated order, print the table and the target, write the JSON."""
+    parser = C.base_parser(__doc__)
+    parser.add_argument("--steps", type=int, default=40, help="optimizer steps per rep (default 40)")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds of one rep per arm (default 4)")
+    options = parser.parse_args()
+    if options.quick:
+        options.steps, options.rounds = 25, 2
+    tiny.offline()
+    import torch
+
+    info = C.machine_info()
+    info["torch"], info["trl"], info["transformers"] = (C._version(p) for p in ("torch", "trl", "transformers"))
+    params = {"steps": options.steps, "rounds": options.rounds, "torch_threads": torch.get_num_threads(),
+              "num_generations": 4, "completions_per_step": 8, "max_completion_length": 8, "diagnose_every": 25}
+    C.header("trl_callback", info, params)
+    load_start = os.getloadavg()
+    started = time.perf_counter()
+
+    reps: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        model_path = tiny.build_tiny_model(scratch / "tiny-llama")
+        one_rep("off", model_path, scratch, min(5, options.steps), 999)  # warm-up: imports, first-call costs
+        for rnd in range(options.rounds):
+            order = ARMS[rnd % 3:] + ARMS[: rnd % 3]
+            for arm in order:
+                rep = one_rep(arm, model_path, scratch, options.steps, rnd)
+                rep["round"] = rnd
+                reps.append(rep)
+                print(f"  round {rnd} {arm:<7} {rep['step_s'] * 1e3:8.1f} ms/step", flush=True)
+    load_end = os.getloadavg()
+
+    by_arm = {arm: [r for r in reps if r["arm"] == arm] for arm in ARMS}
+    base = {r["round"]: r["step_s"] for r in by_arm["off"]}
+    base_step = C.median(base.values())
+    figures: dict[str, Any] = {"off": {"step_s": C.summary([r["step_s"] for r in by_arm["off"]])}}
+    rows = [["off", base_step * 1e3, "-", "-", "-", "-"]]
+    for arm in ("record", "doctor"):
+        ratios = [r["step_s"] / base[r["round"]] - 1.0 for r in by_arm[arm]]
+        hooks = C.median(r["hooks_per_step_s"] for r in by_arm[arm])
+        diag = C.median(r["diagnose_s"] / max(r["ticks"], 1) for r in by_arm[arm]) if arm == "doctor" else None
+        figures[arm] = {
+            "step_s": C.summary([r["step_s"] for r in by_arm[arm]]),
+            "overhead_pct": C.summary([100 * x for x in ratios]),
+            "hooks_per_step_s": hooks,
+            "hooks_pct_of_base_step": 100 * hooks / base_step,
+            "tick_s": diag,
+            "close_s": C.median(r["close_s"] for r in by_arm[arm]),
+            "dropped": sum(r["dropped"] for r in by_arm[arm]),
+        }
+        rows.append([arm, C.median(r["step_s"] for r in by_arm[arm]) * 1e3, 100 * C.median(ratios),
+                     hooks * 1e3, 100 * hooks / base_step, "-" if diag is None else diag * 1e3])
+    C.print_table("wall time per step (median over rounds) and the callback's own time",
+                  ["arm", "ms/step", "overhead %", "hooks ms/step", "hooks % of step", "ms/tick"], rows)
+
+    noise = figures["off"]["step_s"]["spread_pct"]
+    record_pct = 100 * C.median(r["step_s"] / base[r["round"]] - 1.0 for r in by_arm["record"])
+    unresolved = f"baseline spread {noise:.0f}% > the 2% margin" if noise > 2.0 else None
+    targets = {
+        "record_wall_overhead": C.target(record_pct, "<", 2.0, "%", unresolved=unresolved),
+        "record_hooks_share": C.target(figures["record"]["hooks_pct_of_base_step"], "<", 2.0, "%"),
+    }
+    print()
+    print(f"recording, wall time:      {record_pct:+.2f}%  ({C.met_text(targets['record_wall_overhead'])})")
+    print(f"recording, in the hooks:   {figures['record']['hooks_pct_of_base_step']:.2f}%  ({C.met_text(targets['record_hooks_share'])})")
+    print(f"load average 1 min: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end")
+    C.write_json("trl_callback", options.out, {
+        "benchmark": "trl_callback",
+        "machine": info,
+        "params": params,
+        "figures": figures,
+        "reps": reps,
+        "targets": targets,
+        "total_s": time.perf_counter() - started,
+        "load_average_1min": {"start": load_start[0], "end": load_end[0]},
+    })
+
+
+if __name__ == "__main__":
+    main()
