@@ -223,6 +223,28 @@ def test_console_log_without_logging_steps_counts_entries_from_one(tmp_path: Pat
     assert "--step-every" in report.step_rule  # the report says how to fix the numbering
 
 
+def test_verl_console_lines_carry_their_step(tmp_path: Path) -> None:
+    source = tmp_path / "verl.out"
+    source.write_text(
+        "(main_task pid=1) step:1 - actor/entropy:np.float64(1.2) - critic/score/mean:0.1 - response_length/mean:300.0\n"
+        "(main_task pid=1) step:2 - actor/entropy:np.float64(1.1) - critic/score/mean:0.2 - response_length/mean:310.0\n")
+    assert detect(source) == "console"
+    import_source(source, tmp_path / "run")
+    assert steps_of(tmp_path / "run", "step, entropy_mean, reward_mean") == [
+        {"step": 1, "entropy_mean": 1.2, "reward_mean": 0.1}, {"step": 2, "entropy_mean": 1.1, "reward_mean": 0.2}]
+
+
+def test_detect_names_every_kind(tmp_path: Path) -> None:
+    write_trainer_state(tmp_path / "out")
+    jsonl = tmp_path / "m.txt"  # no telling suffix: sniffed from the first line
+    jsonl.write_text(json.dumps(VERL_ROWS[0]) + "\n")
+    csv_file = tmp_path / "m.dat"
+    csv_file.write_text("step,reward,entropy\n1,0.5,1.0\n")
+    assert detect(tmp_path / "out") == detect(tmp_path / "out" / "trainer_state.json") == "trainer_state"
+    assert detect(write_completions(tmp_path / "c", 1)) == detect(tmp_path / "c") == "trl_completions"
+    assert (detect(jsonl), detect(csv_file), detect(write_console_log(tmp_path / "x.log"))) == ("jsonl", "csv", "console")
+
+
 # -- never touching the source, never overwriting --------------------------------------------------
 
 

@@ -32,12 +32,19 @@ def find_files(folder: Path) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
+def _content(content: Any) -> str:
+    if isinstance(content, list):  # multimodal parts: [{"type": "text", "text": ...}, {"type": "image"}]
+        return " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content).strip()
+    return str(content)
+
+
 def _text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, list) and value and all(isinstance(m, dict) and "content" in m for m in value):
         # Conversational: [{"role": ..., "content": ...}, ...]; keep who said what.
-        return "\n".join(f"{m.get('role', '')}: {m['content']}" if m.get("role") else str(m["content"]) for m in value)
+        return "\n".join(f"{m['role']}: {_content(m['content'])}" if m.get("role") else _content(m["content"])
+                         for m in value)
     import json
 
     return json.dumps(value, default=str, ensure_ascii=False)

@@ -64,6 +64,8 @@ class ImportReport:
             f"  step numbers: {self.step_rule}" if self.step_rule else "",
             f"  mapped fields: {', '.join(self.fields) or '(none)'}",
         ]
+        if self.model_name or self.algorithm:
+            lines.append(f"  model: {self.model_name or '?'}, algorithm: {self.algorithm or '?'}")
         if self.components:
             lines.append(f"  reward components: {', '.join(self.components)}")
         if self.unmapped:
