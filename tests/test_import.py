@@ -189,6 +189,14 @@ def test_verl_jsonl_uses_its_step_column_and_skips_a_malformed_line(tmp_path: Pa
     assert imported_event(tmp_path / "run")["bad_lines"] == [2]
 
 
+def test_verl_file_logger_lines_nest_the_metrics_under_data(tmp_path: Path) -> None:
+    source = tmp_path / "verl.jsonl"
+    source.write_text("\n".join(json.dumps({"step": r["training/global_step"], "data": r}) for r in VERL_ROWS) + "\n")
+    report = import_source(source, tmp_path / "run")
+    assert (report.steps, report.unmapped) == (3, ["perf/throughput"])
+    assert steps_of(tmp_path / "run", "step, reward_mean")[0] == {"step": 1, "reward_mean": 0.1}
+
+
 def test_csv_without_a_step_column_numbers_rows_by_step_every(tmp_path: Path) -> None:
     source = tmp_path / "metrics.csv"
     header = ["actor/entropy", "critic/score/mean", "response_length/mean"]

@@ -1,5 +1,8 @@
 """Metric dumps: JSONL (one dict per line), a JSON array of dicts, or CSV/TSV with a header.
 
+Nested dicts are flattened with '/' (`{"step": 3, "data": {"actor/entropy": 0.5}}`, what verl's
+file logger writes, reads as `actor/entropy`).
+
 What verl's file logger, W&B/MLflow exports and home-grown loops write. A row's step is its
 `step`, `global_step` or `training/global_step` column when the file has one; otherwise row i
 (0-based, counting metric rows only) is step `step_every * (i + 1)`, as the HF Trainer numbers
@@ -16,6 +19,24 @@ from typing import Any, Iterable
 
 from rlprobe.errors import SourceUnreadable
 from rlprobe.importers._common import Entry, Parsed, classify, read_text
+
+
+# Wrappers that hold a step's metrics (verl's file logger writes {"step": N, "data": {...}}).
+_WRAPPERS = frozenset({"data", "metrics", "scalars", "logs"})
+
+
+def flatten(row: dict[str, Any]) -> dict[str, Any]:
+    """Nested dicts as '/'-joined keys; a wrapper such as "data" adds no prefix."""
+    if not any(isinstance(v, dict) for v in row.values()):
+        return row
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, dict):
+            prefix = "" if key in _WRAPPERS else f"{key}/"
+            out.update({prefix + str(k): v for k, v in flatten(value).items()})
+        else:
+            out[key] = value
+    return out
 
 
 def number_entries(rows: Iterable[tuple[int | None, dict[str, Any]]], parsed: Parsed, step_every: int | None,
@@ -61,7 +82,7 @@ def parse_jsonl(path: Path, step_every: int | None = None) -> Parsed:
         if not isinstance(row, dict):
             parsed.bad_lines.append(number)
             continue
-        rows.append((number, row))
+        rows.append((number, flatten(row)))
     number_entries(rows, parsed, step_every)
     return parsed
 
@@ -78,7 +99,7 @@ def parse_json_array(path: Path, step_every: int | None = None) -> Parsed:
     rows = []
     for row in data:
         if isinstance(row, dict):
-            rows.append((None, row))
+            rows.append((None, flatten(row)))
         else:
             parsed.skip("not a dict")
     number_entries(rows, parsed, step_every)
