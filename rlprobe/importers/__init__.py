@@ -64,7 +64,8 @@ def detect(source: str | os.PathLike[str]) -> str:
         raise SourceUnreadable(f"{source}: a folder with no trainer_state.json (nor checkpoint-*/trainer_state.json) "
                                "and no completions/*.parquet: point at a metrics file, a log or an output dir")
     name, suffix = path.name, path.suffix.lower()
-    if name in ("manifest.json", "steps.parquet", "events.jsonl") or path.parent.name in ("steps", "samples") and _is_recording_dir(path.parent.parent):
+    in_recording = path.parent.name in ("steps", "samples") and _is_recording_dir(path.parent.parent)
+    if name in ("manifest.json", "steps.parquet", "events.jsonl") or in_recording:
         raise SourceUnreadable(f"{source} is part of an rlprobe recording: read the run directory directly")
     if suffix == ".parquet":
         return "trl_completions"
