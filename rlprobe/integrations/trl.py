@@ -106,14 +106,15 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         self.halted_by: Any = None
         self.findings: list[Any] = []  # every finding the live doctor reported, in order
         args = trainer.args
-        kwargs = {"rank": int(getattr(args, "process_index", 0)), "world_size": int(getattr(args, "world_size", 1)), **recorder_kwargs}
-        self.recorder = Recorder(
-            run_dir,
-            algorithm=algorithm_of(trainer),
-            model_name=model_name_of(trainer),
-            trainer_config=_trainer_config(args),
-            **kwargs,
-        )
+        self.world_size = int(getattr(args, "world_size", 1) or 1)
+        defaults = {
+            "algorithm": algorithm_of(trainer),
+            "model_name": model_name_of(trainer),
+            "trainer_config": _trainer_config(args),
+            "rank": int(getattr(args, "process_index", 0)),
+            "world_size": self.world_size,
+        }
+        self.recorder = Recorder(run_dir, **{**defaults, **recorder_kwargs})
         self._watcher: Any = None
         self._shim_reported = False
         self._shim_failed = False
@@ -127,9 +128,10 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
     # -- what the live doctor needs ------------------------------------------------------------
     @property
     def diagnosing(self) -> bool:
-        """True when this rank runs the live doctor: it records, and someone uses the findings."""
+        """True when this rank runs the live doctor: rank 0, recording, and someone uses the findings."""
         return (
             self.recorder.active
+            and self.recorder.rank == 0
             and self.diagnose_every > 0
             and (self.halt_policy is not None or self.on_finding is not None)
         )
@@ -159,13 +161,17 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Capture the step's rollouts; every diagnose_every steps, diagnose and maybe halt."""
-        if not self.recorder.active:
-            return
         step = int(state.global_step)
-        if int(getattr(args, "process_index", 0)) == 0:  # the buffer is gathered: one rank logs it
+        if self.recorder.active and int(getattr(args, "process_index", 0)) == 0:  # the buffer is gathered: one rank logs it
             self._capture_samples(step)
-        if self.diagnosing and step % self.diagnose_every == 0 and self.halted_by is None:
+        due = self.diagnose_every > 0 and step % self.diagnose_every == 0
+        if due and self.diagnosing and self.halted_by is None:
             self._diagnose(step, control, may_halt=True)
+        if due and self.halt_policy is not None and self.world_size > 1:
+            # Only rank 0 diagnoses; a rank that stopped alone would leave the others waiting in
+            # a collective forever. Every rank reaches this line at the same step.
+            if self._rank0_halted():
+                control.should_training_stop = True
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> None:
         """Record TRL's scalars as a step (run totals and eval metrics become events)."""
@@ -210,6 +216,13 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             # The last stretch of steps may hold a finding the periodic ticks have not seen yet;
             # on_finding should hear about it even though there is nothing left to halt.
             self._diagnose(step, control, may_halt=False)
+        close = getattr(self._watcher, "close", None)  # releases the watcher's DuckDB connection
+        if callable(close):
+            try:
+                close()
+            except Exception:
+                pass  # nothing left to diagnose; the recording matters more
+        self._watcher = None
         self.recorder.log_event(
             "train_end",
             step=step,
@@ -312,6 +325,13 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
                 confidence=halting.confidence,
                 first_step=halting.first_step,
             )
+
+    def _rank0_halted(self) -> bool:
+        from accelerate.utils import broadcast_object_list
+
+        flag = [self.halted_by is not None]
+        broadcast_object_list(flag, from_process=0)
+        return bool(flag[0])
 
     def _check_finite(self, step: int, fields: Mapping[str, float]) -> None:
         for name in _NAN_WATCHED:
