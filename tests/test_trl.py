@@ -7,6 +7,7 @@ recording back the way a user would, through `rlprobe.RunReader`.
 from __future__ import annotations
 
 import math
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -264,3 +265,44 @@ def test_attach_without_trl_says_what_to_install(model_path: str, tmp_path: Path
     with pytest.raises(ToolMissing, match=r'pip install "rlprobe\[trl\]"'):
         attach(trainer, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+DISTRIBUTED_SCRIPT = """
+import os, sys
+from pathlib import Path
+from rlprobe.integrations import tiny
+tiny.offline()
+from trl import GRPOTrainer
+from rlprobe.integrations.trl import attach
+
+model, detectors, out = sys.argv[1:4]
+trainer = GRPOTrainer(model=model, reward_funcs=[tiny.reward_short],
+                      args=tiny.grpo_config(Path(out) / "trainer", per_device_train_batch_size=4, ddp_backend="gloo"),
+                      train_dataset=tiny.tiny_dataset())
+callback = attach(trainer, Path(out) / "run", halt=True, diagnose_every=2,
+                  doctor_config={"doctor": {"custom_detectors": detectors}}, capture_env=False)
+trainer.train()
+halted_by = callback.halted_by.signature_id if callback.halted_by else None
+print(f"rank {os.environ['RANK']} of {trainer.args.world_size} stopped at {trainer.state.global_step} halted_by {halted_by}", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_two_ranks_stop_together_when_rank_zero_halts(model_path: str, tmp_path: Path, halting_config: dict[str, Any]) -> None:
+    # Only rank 0 diagnoses; if the other rank did not learn of the halt it would wait in the
+    # next gather forever (the timeout below turns that into a failure).
+    script = tmp_path / "train.py"
+    script.write_text(DISTRIBUTED_SCRIPT)
+    detectors = halting_config["doctor"]["custom_detectors"]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script), model_path, detectors, str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
+    assert lines == ["rank 0 of 2 stopped at 6 halted_by PAST_STEP_FOUR", "rank 1 of 2 stopped at 6 halted_by None"]
+
+    reader = RunReader(tmp_path / "run")
+    assert reader.manifest.world_size == 2
+    assert [e.step for e in by_kind(reader, "auto_halt")] == [6]
+    # rank 0 logs the batch TRL gathered from both ranks: 2 prompts x 4 generations per step
+    assert {s.step for s in reader.samples()} == set(range(1, 7))
+    assert len(reader.samples(step_from=1, step_to=1)) == 8
