@@ -348,6 +348,7 @@ class RunWatcher:
         self.steps = 0
         self.last_step: Optional[int] = None
         self.diagnoses = 0  # how many ticks actually re-ran the detectors
+        self.timings: dict[str, float] = {}  # the last tick's read_s and diagnose_s (seconds)
         self._files_read_before = 0  # by connections closed since (see files_read)
         self._cfg: Optional[DoctorConfig] = None
         self._tables: Optional[_LiveTables] = None
@@ -421,6 +422,8 @@ class RunWatcher:
             raise NotARecording(f"{self.run_dir} is a file, not a run directory: point the watcher at a run directory")
         run_dir = path.resolve()
         run_id = self._read_manifest(run_dir)
+        t0 = time.perf_counter()
+        self.timings = {}
         try:
             changed = self._sync(run_dir)
         except (SchemaTooNew, CorruptRecording, NotARecording):
@@ -437,6 +440,7 @@ class RunWatcher:
             return None
         tables = self._tables
         assert tables is not None
+        self.timings["read_s"] = time.perf_counter() - t0
         if tables.run_id != run_id:
             changed = True
         self._dirty = self._dirty or changed
@@ -451,6 +455,7 @@ class RunWatcher:
         self.status = "watching"
         if not self._dirty:
             return None  # same files as last time: same findings, none of them new
+        t0 = time.perf_counter()
         try:
             self.diagnosis = self._run_doctor(tables, run_dir, run_id, cfg)
         except (SchemaTooNew, CorruptRecording):
@@ -458,6 +463,7 @@ class RunWatcher:
         except Exception as exc:  # keep watching; the next tick diagnoses again
             self._error(f"diagnosis failed: {type(exc).__name__}: {exc}")
             return None
+        self.timings["diagnose_s"] = time.perf_counter() - t0
         self.diagnoses += 1
         self._dirty = False
         self.last_error = None
