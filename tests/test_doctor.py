@@ -129,6 +129,21 @@ def test_cli_doctor_on_a_root_ranks_runs_by_their_worst_finding(tmp_path):
     assert "b-bad" in lines[0] and "critical" in lines[0]
 
 
+def test_a_root_is_diagnosed_exactly_as_its_runs_are_one_by_one(tmp_path):
+    from rlprobe.synth import write_run
+
+    for i, kind in enumerate(["healthy", "KL_BLOWUP", "ENTROPY_COLLAPSE", "REWARD_HACK_LENGTH", "DEGENERATE_GROUPS"]):
+        write_run(tmp_path / "root" / f"team-{i % 2}" / kind, kind, n_steps=300, seed=40 + i)
+
+    def summary(d):
+        return [(f.signature_id, f.severity, f.confidence, f.first_step, f.links_to_samples) for f in d.findings], sorted(s.signature_id for s in d.skipped)
+
+    together = {d.run_id: summary(d) for d in diagnose_path(tmp_path / "root")}
+    alone = {d.run_id: summary(d) for run in sorted((tmp_path / "root").glob("*/*")) for d in diagnose_path(run)}
+    assert together == alone
+    assert sum(bool(findings) for findings, _ in together.values()) >= 4  # the pathological runs were seen
+
+
 def test_cli_doctor_on_unusable_input_says_one_line_and_exits_2(tmp_path):
     (tmp_path / "empty").mkdir()
     for args in (["doctor", str(tmp_path / "missing")], ["doctor", str(tmp_path / "empty")]):

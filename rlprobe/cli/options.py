@@ -66,12 +66,12 @@ def emit_table(columns: Sequence[str], types: Sequence[str], table: Any, fmt: st
     import shutil
     import tempfile
 
-    import duckdb
+    from rlprobe.store.engine import new_connection
 
     fd, path = tempfile.mkstemp(suffix=".csv", prefix="rlprobe-")
     os.close(fd)
     try:
-        con = duckdb.connect(":memory:")
+        con = new_connection()
         con.from_arrow(table).write_csv(path, header=True)
         sys.stdout.flush()
         with open(path, "rb") as fh:

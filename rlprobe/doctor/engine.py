@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping
+import re
+from typing import Any, Callable, Iterable, Mapping
 
 import duckdb
 import numpy as np
@@ -17,7 +18,7 @@ from rlprobe.doctor.registry import all_detectors
 from rlprobe.errors import NotARecording
 from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
 from rlprobe.store import sqlfiles
-from rlprobe.store.engine import open_store, run
+from rlprobe.store.engine import new_connection, open_store, run
 
 _FEATURES_SQL = "SELECT run_id, metric, {cols} FROM v1.doctor_features ORDER BY run_id, metric, i".format(
     cols=", ".join(FEATURE_COLUMNS)
@@ -52,16 +53,25 @@ def _raw_loader(con: duckdb.DuckDBPyConnection, run_id: str) -> Callable[[], dic
     return load
 
 
-def _diagnose_connection(con: duckdb.DuckDBPyConnection, runs: list[dict[str, Any]], cfg: DoctorConfig) -> list[Diagnosis]:
-    features_by_run = _split(run(con, _FEATURES_SQL), "run_id")
+def _diagnose_connection(
+    con: duckdb.DuckDBPyConnection,
+    runs: list[dict[str, Any]],
+    cfg: DoctorConfig,
+    session: "_RootSession | None" = None,
+) -> list[Diagnosis]:
+    features_by_run = _split(session.features if session is not None else run(con, _FEATURES_SQL), "run_id")
     detectors = all_detectors()
     out = []
 
     def query(sql: str, params: list[Any]) -> pa.Table:
+        if session is not None:
+            session.cache_features_of(sql)
         return run(con, sql, params)
 
     for info in runs:
         run_id = info["run_id"]
+        if session is not None:
+            session.focus(run_id)
         per_metric = {
             metric: MetricFeatures.from_table(metric, rows)
             for metric, rows in _split(features_by_run.get(run_id, pa.table({"metric": pa.array([], pa.string())})), "metric").items()
@@ -110,31 +120,80 @@ def _create_features(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _materialize(con: duckdb.DuckDBPyConnection) -> None:
-    """Read one run's steps and samples once (detectors query them many times), then build
-    the feature views over the in-memory copies."""
+    """Read the steps and samples once (detectors query them many times), sorted by run so a
+    per-run filter skips other runs' row groups, then build the feature views over the copies."""
     for view in ("steps", "samples"):
-        run(con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view}", fetch="none")
+        order = "run_id, step" if view == "steps" else "run_id"
+        run(con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view} ORDER BY {order}", fetch="none")
         run(con, f"CREATE OR REPLACE VIEW v1.{view} AS SELECT * FROM doctor_{view}", fetch="none")
     _create_features(con)
+
+
+class _RootSession:
+    """Diagnosing many runs over one connection.
+
+    The features pass runs once over every run. Then v1.steps and v1.samples are narrowed to
+    the run being diagnosed, so a detector's follow-up query costs one run, not the root; and a
+    `feat_*` view is computed for every run the first time a detector asks for it (one pass),
+    then served from that table filtered by run.
+    """
+
+    _FEAT = re.compile(r"\bv1\.(feat_\w+)")
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.features = run(con, _FEATURES_SQL)
+        self.cached: set[str] = set()
+        self.run_id: str | None = None
+        self._narrow(("steps", "samples"), "doctor_")
+
+    def _narrow(self, views: Iterable[str], table_prefix: str) -> None:
+        for view in views:
+            run(
+                self.con,
+                f"CREATE OR REPLACE VIEW v1.{view} AS SELECT * FROM {table_prefix}{view} "
+                "WHERE run_id = getvariable('rlprobe_doctor_run')",
+                fetch="none",
+            )
+
+    def focus(self, run_id: str) -> None:
+        """Point the narrowed views at one run."""
+        self.run_id = run_id
+        run(self.con, "SET VARIABLE rlprobe_doctor_run = ?", [run_id], fetch="none")
+
+    def cache_features_of(self, sql: str) -> None:
+        """Compute (once, for every run) the feat_* views a detector query reads."""
+        names = [n for n in dict.fromkeys(self._FEAT.findall(sql)) if n not in self.cached]
+        if not names:
+            return
+        already = sorted(self.cached)
+        # widen everything a feat_* view may read to the whole root for the one pass
+        for view, table in [("steps", "doctor_steps"), ("samples", "doctor_samples")] + [(n, f"doctor_cache_{n}") for n in already]:
+            run(self.con, f"CREATE OR REPLACE VIEW v1.{view} AS SELECT * FROM {table}", fetch="none")
+        try:
+            for name in names:
+                run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id", fetch="none")
+                self.cached.add(name)
+        finally:
+            self._narrow(("steps", "samples"), "doctor_")
+            self._narrow(sorted(self.cached), "doctor_cache_")
 
 
 def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None) -> list[Diagnosis]:
     """Diagnose a run or every run below a root; runs without steps are left out.
 
-    A root is diagnosed run by run, each over its own files only, so the cost grows with the
-    runs' sizes and never with the root's size times the number of detector queries.
+    A root is read once and its features computed in one SQL pass for all runs; each
+    detector's follow-up queries then see only the run being diagnosed.
     """
     cfg = load_config(config_path, config)
     store = open_store(path)
     runs = _runs_of(store.con)
     if not runs:
         raise NotARecording(f"{path} has no steps recorded yet: nothing to diagnose")
-    out: list[Diagnosis] = []
-    for info in runs:
-        con = store.con if store.target.kind == "run" else open_store(info["run_dir"]).con
-        _materialize(con)
-        out += _diagnose_connection(con, [info], cfg)
-    return out
+    _materialize(store.con)
+    if len(runs) == 1:
+        return _diagnose_connection(store.con, runs, cfg)
+    return _diagnose_connection(store.con, runs, cfg, _RootSession(store.con))
 
 
 def diagnose(run_dir: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None) -> list[Finding]:
@@ -147,7 +206,7 @@ def diagnose(run_dir: str | os.PathLike[str], config_path: str | os.PathLike[str
 
 def in_memory_connection(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDBPyConnection:
     """A connection whose v1.steps (and v1.samples) are the given tables, with the doctor's features."""
-    con = duckdb.connect(":memory:")
+    con = new_connection()
     con.execute("CREATE SCHEMA v1")
     con.register("rlprobe_steps_input", steps)
     con.execute("CREATE VIEW v1.steps AS SELECT * FROM rlprobe_steps_input")

@@ -117,10 +117,18 @@ def _check_versions(con: duckdb.DuckDBPyConnection) -> tuple[list[str], int]:
     return warnings, len(rows)
 
 
+def new_connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection for library use: no progress bar (it would draw on a
+    user's stderr in the middle of a command's output)."""
+    con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")  # a session-only option in DuckDB 2.0
+    return con
+
+
 def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Store:
     """Open a run or a runs root with every view ready."""
     target = resolve(path)
-    con = duckdb.connect(":memory:")
+    con = new_connection()
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     script = init_script(target, features=False, bind_root=str(sqlfiles.sql_root() / "_bind_without_files"))
@@ -150,7 +158,7 @@ def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Stor
 def empty_store() -> Store:
     """Views over a folder that does not exist: every view with its fixed columns, no rows."""
     target = Target(sqlfiles.sql_root() / "_bind_without_files", "root")
-    con = duckdb.connect(":memory:")
+    con = new_connection()
     con.execute(init_script(target))
     return Store(con, target)
 

@@ -18,7 +18,9 @@ WITH scored AS (
     SELECT
         b.run_id, b.metric, b.step, b.step_hi, b.value, b.vmin, b.vmax, b.n_nonfinite,
         row_number() OVER w AS i,
-        median(b.value) OVER (w ROWS BETWEEN 4 PRECEDING AND CURRENT ROW) AS smooth,
+        -- the median of the last 5 points, from lags: the same value as a sliding
+        -- median(value) OVER (ROWS 4 PRECEDING) and a fraction of its cost
+        list_median([b.value, lag(b.value, 1) OVER w, lag(b.value, 2) OVER w, lag(b.value, 3) OVER w, lag(b.value, 4) OVER w]) AS smooth,
         base.b_median,
         greatest(1.4826 * base.b_mad, 0.05 * abs(base.b_median), coalesce(f.abs_floor, 1e-9)) AS scale
     FROM v1.doctor_binned AS b

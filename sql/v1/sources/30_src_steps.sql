@@ -9,7 +9,7 @@
 -- columns: every step column, then rec_dir VARCHAR, run_dir VARCHAR, rank BIGINT, filename VARCHAR
 
 CREATE OR REPLACE VIEW v1.src_steps AS
-WITH rows_ AS (
+WITH rows_ AS MATERIALIZED (
     SELECT * FROM v1.step_columns
     UNION ALL BY NAME
     -- Parts are listed before the compacted file, on purpose. Compaction renames steps.parquet
@@ -19,21 +19,21 @@ WITH rows_ AS (
     SELECT * FROM read_parquet(
         [v1.root_glob() || '/**/steps/part-*.parquet', v1.root_glob() || '/**/steps.parquet'],
         union_by_name = true, filename = true, allow_empty = true)
-), located AS (
+), files AS (
+    -- paths are parsed once per file, not once per row
+    SELECT filename, v1.rec_dir(filename) AS rec_dir
+    FROM (SELECT DISTINCT filename FROM rows_)
+), kept AS (
+    -- which copy wins is decided from the files this very scan read (rows_ is materialized,
+    -- so it is read once): a second directory listing could see the compaction at another
+    -- instant and drop every row, or count every row twice
     SELECT
-        *,
-        v1.rec_dir(filename) AS rec_dir,
-        -- decided from the files this very scan read: a second directory listing could see
-        -- the compaction at another instant and drop every row, or count every row twice
+        filename, rec_dir, v1.run_dir(rec_dir) AS run_dir, v1.rank_of(rec_dir) AS rank,
         max(CASE WHEN filename LIKE '%/steps.parquet' THEN 1 ELSE 0 END)
-            OVER (PARTITION BY v1.rec_dir(filename)) AS compacted
-    FROM rows_
+            OVER (PARTITION BY rec_dir) AS compacted
+    FROM files
 )
-SELECT
-    * EXCLUDE (rec_dir, filename, compacted, "empty"),
-    rec_dir,
-    v1.run_dir(rec_dir) AS run_dir,
-    v1.rank_of(rec_dir) AS rank,
-    filename
-FROM located
-WHERE compacted = 0 OR filename NOT LIKE '%/steps/part-%';
+SELECT r.* EXCLUDE (filename, "empty"), k.rec_dir, k.run_dir, k.rank, r.filename
+FROM rows_ AS r
+JOIN kept AS k ON k.filename = r.filename
+WHERE k.compacted = 0 OR k.filename NOT LIKE '%/steps/part-%';
