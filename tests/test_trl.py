@@ -259,6 +259,25 @@ def test_a_nan_loss_is_an_event_once_per_stretch(model_path: str, tmp_path: Path
     assert math.isnan(reader.steps()[1].loss)  # the value is kept too
 
 
+def test_a_second_train_call_resumes_the_recording(model_path: str, tmp_path: Path) -> None:
+    trainer = grpo(model_path, tmp_path, max_steps=2)
+    attach(trainer, tmp_path / "run", capture_env=False)
+    trainer.train()
+    trainer.args.max_steps = 4
+    trainer.train(resume_from_checkpoint=False)
+
+    reader = RunReader(tmp_path / "run")
+    assert [e.kind for e in reader.events() if e.kind.startswith(("recorder_", "train_"))] == [
+        "recorder_open", "train_begin", "train_end", "recorder_close",
+        "recorder_open", "train_begin", "train_end", "recorder_close",
+    ]
+    assert [e.message for e in by_kind(reader, "recorder_open")] == ["", "resumed"]
+    # A fresh train() counts from step 1 again; the steps view keeps the latest row of a step.
+    second_run = [entry for entry in trainer.state.log_history if "reward" in entry]
+    assert [s.step for s in reader.steps()] == [1, 2, 3, 4]
+    assert [s.reward_mean for s in reader.steps()] == pytest.approx([entry["reward"] for entry in second_run])
+
+
 def test_attach_without_trl_says_what_to_install(model_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trainer = grpo(model_path, tmp_path, max_steps=1)
     monkeypatch.setitem(sys.modules, "trl", None)  # import trl now raises ImportError

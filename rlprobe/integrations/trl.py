@@ -114,7 +114,9 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             "rank": int(getattr(args, "process_index", 0)),
             "world_size": self.world_size,
         }
-        self.recorder = Recorder(run_dir, **{**defaults, **recorder_kwargs})
+        self._recorder_kwargs = {**defaults, **recorder_kwargs}
+        self.recorder = Recorder(run_dir, **self._recorder_kwargs)
+        self._closed = False
         self._watcher: Any = None
         self._shim_reported = False
         self._shim_failed = False
@@ -139,6 +141,17 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
     # -- TrainerCallback hooks -----------------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Write a train_begin event with what the manifest cannot say (reward functions, versions)."""
+        if self._closed:
+            # A second train() on the same trainer: on_train_end closed the recording, so open
+            # it again, which resumes it (a Recorder never overwrites a recording).
+            from rlprobe.record import Recorder
+
+            self.recorder = Recorder(self.run_dir, **self._recorder_kwargs)
+            self._closed = False
+            self._last_batch = None
+            self._batch_stats = {}
+            self._non_finite = set()
+            self.halted_by = None
         if not self.recorder.active:
             return
         trainer = self.trainer
@@ -231,6 +244,7 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             summary=self._summary,
         )
         self.recorder.close()
+        self._closed = True
 
     # -- samples -------------------------------------------------------------------------------
     def _capture_samples(self, step: int) -> None:
