@@ -151,6 +151,8 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             self._last_batch = None
             self._batch_stats = {}
             self._non_finite = set()
+            self._last_logged_step = -1
+            self._summary = {}
             self.halted_by = None
         if not self.recorder.active:
             return
