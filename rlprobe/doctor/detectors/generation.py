@@ -190,6 +190,20 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
         f"{evidence['truncated_share_before']:.0%} before): they end without an answer or EOS, earn little or no reward, "
         "and their rollout compute is wasted."
     )
+    # Truncating heavily from the very first steps is how the initial policy meets this cap,
+    # not a failure that developed: worth a warning, never a halt; once the share has fallen
+    # below frac_warn the policy has learned to stop, and it is context only.
+    opening = float(np.median(frac[: max(3, sustain)]))
+    if episode.onset <= sustain and opening >= p["frac_warn"]:
+        now = float(np.median(frac[-max(3, sustain):]))
+        evidence["truncated_share_opening"] = opening
+        if now < p["frac_warn"]:
+            episode = Episode(episode.start, episode.end, "info", episode.onset)
+            conf = min(conf, 0.5)
+            explanation += f" It was so from the first steps and has fallen to {now:.0%}: the policy learned to stop within the cap."
+        elif episode.severity == "critical":
+            episode = Episode(episode.start, episode.end, "warn", episode.onset)
+            explanation += " It was so from the first steps: the cap is too short for the initial policy, rather than a failure that developed."
     cause = _root_cause(ctx, first_step, int(p["cause_window_frac"] * max(1, ctx.n_steps)))
     if cause is not None:
         episode = Episode(episode.start, episode.end, "info", episode.onset)
