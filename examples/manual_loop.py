@@ -6,11 +6,17 @@ fields, so the dict goes to the recorder as it is. Every --diagnose-every steps 
 guardian (RunWatcher + HaltPolicy, what `attach(trainer, halt=True)` does for TRL) reads the
 recording back and stops the loop on a confident critical finding, before it burns more compute.
 
-The policy is the numpy toy of examples/train_loop.py (no GPU, no torch, no network).
+The policy is the numpy toy of examples/train_loop.py (no GPU, no torch, no network), here with
+a KL penalty (--beta) that keeps it near its reference.
 
-    python examples/manual_loop.py runs/manual                 # a healthy run, 300 steps
-    python examples/manual_loop.py runs/manual-hot --lr 8      # collapses; the guardian halts it
-    rlprobe doctor runs/manual-hot
+    python examples/manual_loop.py runs/manual                    # anchored: runs all 300 steps
+    python examples/manual_loop.py runs/unanchored --beta 0 --lr 1  # the guardian halts it
+    rlprobe doctor runs/unanchored
+
+The default run gets one warning: a third of its first completions hit the length cap, which
+is how the random initial policy meets this cap. Without the KL anchor the policy leaves its
+reference for good (KL grows about a thousandfold while it learns the task), and the guardian
+halts the run with a critical KL_BLOWUP at the next diagnosis after it crosses the line.
 """
 
 from __future__ import annotations
@@ -47,13 +53,17 @@ def rollout(logits: np.ndarray, prompts: np.ndarray, group_size: int, rng: np.ra
     return batch
 
 
-def update(logits: np.ndarray, batch: list[dict[str, Any]], lr: float) -> float:
-    """One policy-gradient step on the batch; returns the gradient norm."""
+def update(logits: np.ndarray, reference: np.ndarray, batch: list[dict[str, Any]], lr: float, beta: float) -> float:
+    """One policy-gradient step on the batch, with a KL penalty towards the reference; returns the gradient norm."""
     grad = np.zeros_like(logits)
     for s in batch:
         probs = softmax(logits[s["prompt"]])
         grad[s["prompt"]] += s["advantage"] * (np.eye(V)[s["tokens"]] - probs)
     grad /= len(batch)
+    for p in {s["prompt"] for s in batch}:  # d KL(pi || ref) / d logits = pi * (log pi/ref - KL)
+        probs = softmax(logits[p])
+        log_ratio = np.log(probs) - np.log(reference[p])
+        grad[p] -= beta * probs * (log_ratio - (probs * log_ratio).sum(-1, keepdims=True))
     logits += lr * grad
     return float(np.linalg.norm(grad))
 
@@ -62,7 +72,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", nargs="?", default="runs/manual")
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--lr", type=float, default=1.0)
+    parser.add_argument("--lr", type=float, default=2.0)
+    parser.add_argument("--beta", type=float, default=0.3, help="KL penalty towards the reference policy")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--prompts-per-step", type=int, default=4)
     parser.add_argument("--diagnose-every", type=int, default=25)
@@ -85,7 +96,7 @@ def main() -> None:
             prompts = rng.choice(N_PROMPTS, size=args.prompts_per_step, replace=False)
             batch = rollout(logits, prompts, args.group_size, rng, step)
             timing["gen"] = time.perf_counter() - t0
-            grad_norm = update(logits, batch, args.lr)
+            grad_norm = update(logits, reference, batch, args.lr, args.beta)
             probs, ref = softmax(logits[prompts]), reference[prompts]
             scores = np.array([s["reward"] for s in batch])
             lengths = np.array([s["length"] for s in batch])

@@ -158,3 +158,21 @@ def test_api_md_examples_run(tmp_path: Path) -> None:
     script = "\n\n".join(blocks)
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+# -- examples/manual_loop.py --------------------------------------------------------------------
+
+
+def test_manual_loop_records_verl_names_as_rlprobe_fields_and_the_guardian_halts_an_unanchored_run(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "manual_loop.py"), str(tmp_path / "run"), "--beta", "0", "--lr", "1"],
+        check=True, capture_output=True, text=True,
+    )
+    assert "halted at step" in out.stdout and "KL_BLOWUP" in out.stdout
+    reader = rlprobe.RunReader(tmp_path / "run")
+    halts = reader.events("auto_halt")
+    assert len(halts) == 1 and halts[0].data["signature_id"] == "KL_BLOWUP"
+    steps = reader.steps_table()
+    assert steps.num_rows == halts[0].step < 300  # stopped early, nothing after the halt
+    for field in ("reward_mean", "entropy_mean", "kl_mean", "completion_len_mean", "max_len_hit_frac", "generation_time_s"):
+        assert steps.column(field).null_count == 0, field
