@@ -79,6 +79,7 @@ def test_kind_matches_the_folder(path: Path) -> None:
         assert folder == "sources", f"{rel(path)}: kind 'source' belongs under sources/"
     if kind == "view":
         assert folder == "views", f"{rel(path)}: kind 'view' belongs under views/"
+    assert (kind == "query") == (folder == "queries"), f"{rel(path)}: kind 'query' and the queries/ folder go together"
 
 
 def test_names_are_unique_per_version() -> None:
@@ -91,6 +92,7 @@ def test_names_are_unique_per_version() -> None:
 
 
 VIEW_FILES = [p for p in SQL_FILES if p.parent.name == "views"]
+QUERY_FILES = [p for p in SQL_FILES if p.parent.name == "queries"]
 NON_SOURCE_FILES = [p for p in SQL_FILES if p.parent.name != "sources"]
 
 
@@ -105,6 +107,14 @@ def test_a_view_file_is_one_create_view_of_its_own_name(path: Path) -> None:
     assert create.this.sql(dialect="duckdb") == f"{version}.{header['name'][0]}"
     assert path.stem == header["name"][0]
     assert len(re.findall(r"\bCREATE\b", strip_comments(body), re.I)) == 1
+
+
+@pytest.mark.parametrize("path", QUERY_FILES, ids=rel)
+def test_a_query_file_is_one_select_named_like_the_file(path: Path) -> None:
+    header, body = header_and_body(path)
+    statements = [s for s in sqlglot.parse(body, read="duckdb") if s is not None]
+    assert len(statements) == 1 and isinstance(statements[0], exp.Query), f"{rel(path)}: expected one SELECT"
+    assert path.stem == header["name"][0]
 
 
 @pytest.mark.parametrize("path", NON_SOURCE_FILES, ids=rel)

@@ -94,6 +94,8 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
             continue
         lines.append(f"CREATE SCHEMA IF NOT EXISTS v{v};")
         for f in sqlfiles.load(v):
+            if f.kind == "query":
+                continue  # parametrized SELECTs that Python runs, not objects of the session
             if features or f.kind != "feature":
                 lines += ["", f.text.rstrip()]
     lines += ["", f"-- unqualified names point at the newest contract, v{version}"]

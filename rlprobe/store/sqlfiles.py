@@ -19,7 +19,9 @@ class SqlFile:
     path: Path
     version: int
     name: str
-    kind: str  # "source" (engine-specific, reads files) or "view" (portable SELECT)
+    # "source" (engine-specific, reads files), "view" (portable SELECT), "feature" (the doctor's
+    # views), or "query" (one parametrized SELECT that Python runs; never part of the views)
+    kind: str
     depends: tuple[str, ...]
     doc: str
     columns: str
@@ -114,3 +116,12 @@ def versions() -> list[int]:
 def public_views(version: int) -> list[SqlFile]:
     """The views users query (not the engine-specific sources)."""
     return [f for f in load(version) if f.kind == "view"]
+
+
+def query(name: str, version: int | None = None) -> str:
+    """The SELECT of a `kind: query` file (sql/v*/queries/<name>.sql), for run() with named $parameters."""
+    version = version or max(versions())
+    for f in load(version):
+        if f.kind == "query" and f.name == name:
+            return f.sql
+    raise KeyError(f"no query named {name!r} in sql/v{version}/queries/")
