@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from rlprobe import RunReader  # noqa: E402
+from rlprobe import RunReader, SamplingConfig  # noqa: E402
 from rlprobe.doctor.live import HaltPolicy  # noqa: E402
 from rlprobe.errors import ToolMissing  # noqa: E402
 from rlprobe.integrations import tiny  # noqa: E402
@@ -125,12 +125,20 @@ def test_grpo_run_is_recorded_step_by_step_with_samples_and_events(model_path: s
 
 def test_conversational_prompts_are_rendered_as_text(model_path: str, tmp_path: Path) -> None:
     trainer = grpo(model_path, tmp_path, conversational=True, max_steps=3)  # beta = 0: no kl
-    attach(trainer, tmp_path / "run", capture_env=False)
+    attach(trainer, tmp_path / "run", capture_env=False, sampling=SamplingConfig(top_k=1, bottom_k=1, random_k=1, seed=0))
     trainer.train()
 
     reader = RunReader(tmp_path / "run")
-    assert all(s.kl_mean is None for s in reader.steps())
+    steps = reader.steps()
+    assert all(s.kl_mean is None for s in steps)
     samples = reader.samples()
+    # the recorder's selection, per step: the best, the worst and one drawn at random
+    for s in steps:
+        kept = {x.capture_reason: x for x in samples if x.step == s.step}
+        assert sorted(kept) == ["bottom_k", "random", "top_k"]
+        assert kept["top_k"].reward_total == pytest.approx(s.reward_max)
+        assert kept["bottom_k"].reward_total == pytest.approx(s.reward_min)
+        assert all(x.completion_len == len(x.completion_text.split()) for x in kept.values())
     assert samples and all(s.prompt_text.startswith("user: ") for s in samples)
     assert not any(s.completion_text.startswith("[") for s in samples)  # the text, not a repr of messages
     assert render([{"role": "assistant", "content": "a cat"}]) == "a cat"

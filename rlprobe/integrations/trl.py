@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import math
 import os
+import random
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from rlprobe.errors import ToolMissing
 from rlprobe.keymap import map_metrics, to_float
+from rlprobe.record.sampling import select as select_samples
 
 try:
     from transformers import TrainerCallback
@@ -118,6 +120,7 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         self.recorder = Recorder(run_dir, **self._recorder_kwargs)
         self._closed = False
         self._watcher: Any = None
+        self._rng = random.Random(self.recorder.sampling.seed)
         self._shim_reported = False
         self._shim_failed = False
         self._diagnosis_failures = 0
@@ -283,16 +286,23 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
                 num_generations=getattr(trainer, "num_generations", None),
                 reward_names=list(getattr(trainer, "reward_func_names", []) or []),
                 reward_weights=_floats(getattr(trainer, "reward_weights", None)),
-                tokenizer=getattr(trainer, "processing_class", None),
             )
+            # Re-tokenizing a whole batch for completion_len can cost a second per step (512
+            # completions of 1k tokens), so choose the samples the recorder will keep first and
+            # tokenize only those. Selecting again from the chosen few (log_samples' select=True)
+            # keeps every one with the same capture_reason: the extremes stay the extremes.
+            chosen = [samples[i] for i, _ in select_samples(samples, self.recorder.sampling, self._rng)]
+            lengths = _token_lengths(getattr(trainer, "processing_class", None), [s["completion_text"] for s in chosen])
+            for sample, length in zip(chosen, lengths or ()):
+                sample["completion_len"] = length
         except Exception as exc:  # a changed buffer layout must never stop training
             if not self._shim_failed:
                 self._shim_failed = True
                 self.recorder.log_event("shim_unavailable", step=step, message=f"reading the completion buffer failed: {type(exc).__name__}: {exc}")
             return
-        if samples:
-            self.recorder.log_samples(step, samples)
-            self._batch_stats = stats
+        self._batch_stats = stats
+        if chosen:
+            self.recorder.log_samples(step, chosen)
 
     # -- live doctor ---------------------------------------------------------------------------
     def _diagnose(self, step: int, control: Any, may_halt: bool) -> None:
