@@ -469,9 +469,14 @@ def _token_lengths(tokenizer: Any, texts: list[str]) -> Optional[list[int]]:
     # TRL keeps decoded text only; re-tokenizing it gives the completion's length in tokens
     # (special tokens such as EOS were stripped by the decode, so a finished completion is one shorter).
     tok = getattr(tokenizer, "tokenizer", tokenizer)  # a multimodal processor wraps its tokenizer
-    if tok is None or not callable(tok):
+    if tok is None or not texts:
         return None
+    backend = getattr(tok, "backend_tokenizer", None)
     try:
+        if backend is not None:  # a fast tokenizer: skip transformers' per-call Python overhead
+            return [len(encoding.ids) for encoding in backend.encode_batch(texts, add_special_tokens=False)]
+        if not callable(tok):
+            return None
         ids = tok(texts, add_special_tokens=False, return_attention_mask=False)["input_ids"]
         return [len(x) for x in ids]
     except Exception:
