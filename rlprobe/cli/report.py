@@ -1,0 +1,51 @@
+"""`rlprobe report`: a run's post-mortem as one self-contained HTML file."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from rlprobe.cli import cli
+
+
+@cli.command("report")
+@click.argument("run", metavar="RUN_OR_SOURCE", type=click.Path(path_type=str))
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=str),
+              help="Write the report to FILE (default: ./<run_id>-report.html). Never inside the recording.")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=str),
+              help="doctor.toml with per-detector thresholds.")
+def report_command(run: str, out_path: str | None, config_path: str | None) -> None:
+    """Write a run's post-mortem as one HTML file that opens offline.
+
+    The file holds the manifest and config, charts of the key series (zoomable, with
+    synchronized step axes) with every finding overlaid at its onset and over the steps where
+    it held, the ranked findings with links to the samples they cite, a sample browser (best
+    and worst by reward, by step range) and the events. Works on a closed, live or crashed
+    run; a source rlprobe imports (a trainer_state.json, a metrics JSONL/CSV, a console log) is
+    imported to a temporary recording first. Prints the path of the file written.
+
+    Example:
+
+    \b
+        rlprobe report runs/my-run
+        rlprobe report runs/my-run --out /tmp/my-run.html --config doctor.toml
+        rlprobe report out/checkpoint-200/trainer_state.json
+    """
+    from rlprobe.importers import is_importable
+    from rlprobe.report import render_report
+    from rlprobe.report.data import STAGES
+
+    if is_importable(run):
+        click.echo(f"(importing {run} to a temporary recording; `rlprobe import` keeps one)", err=True)
+    if sys.stderr.isatty():  # a bar on a terminal only: never in pipes, logs or captured output
+        with click.progressbar(length=len(STAGES), label="rendering report", file=sys.stderr,
+                               item_show_func=lambda s: s) as bar:
+            def progress(stage: str) -> None:
+                bar.update(1, stage)
+
+            path = render_report(run, out_path, config_path=config_path, progress=progress)
+    else:
+        path = render_report(run, out_path, config_path=config_path)
+    click.echo(str(path))
+
