@@ -31,7 +31,10 @@ SELECT
     reward_total, advantage, kl_contribution, completion_len, logprob_mean,
     truncated, group_id, capture_reason, prompt_text, completion_text,
     count(*) OVER () AS matched,
-    COLUMNS('^(reward_component|extra)[.]')
+    -- what is left: the run's "reward_component.<name>" and "extra.<name>" columns, if any
+    picked.* EXCLUDE (run_id, step, rank, sample_id, sort_value, reward_total, advantage, kl_contribution,
+                      completion_len, logprob_mean, truncated, group_id, capture_reason, prompt_text,
+                      completion_text, completion_token_ids)
 FROM picked
 -- NaN sorts above every number in DuckDB: treat it like a missing value, never as the "top" sample
 ORDER BY
