@@ -101,6 +101,7 @@
     drawn += 1;
     if (drawn === data.charts.length) {
       document.body.setAttribute("data-rendered", String(plots.length || drawn));
+      document.body.setAttribute("data-render-ms", String(Math.round(performance.now())));
       showErrors();
     }
   }
