@@ -73,7 +73,7 @@ def test_a_kl_blowup_is_found_where_it_starts_and_nothing_else_diverges(tmp_path
     assert kl is not None and kl.direction == "b_higher"
     assert 150 <= kl.first_step <= 170, kl
     assert [v.metric for v in d.divergences] == ["kl_mean"]  # two seeds of one recipe: noise is not divergence
-    assert sorted(d.unchanged) == ["entropy_mean", "loss", "reward_mean"]
+    assert sorted(d.unchanged) == ["entropy_mean", "loss", "reward_mean"] and d.apart_from_start == []
     assert d.first_divergence == kl and kl.peak_step >= 290 and kl.peak_z > kl.z
     assert kl.baseline_steps == (0, 49) and kl.overlap == 300
 
@@ -101,12 +101,11 @@ def test_a_single_spike_is_not_a_divergence() -> None:
     a = np.zeros(100)
     b = np.random.default_rng(0).normal(0.0, 0.01, 100)
     b[60] = 5.0                       # one bad batch
-    assert first_departure(a, b, 4.0, 5) is None
+    assert first_departure(a, b, 4.0, 5).index is None
     b[60:65] = 5.0                    # five in a row: sustained
-    found = first_departure(a, b, 4.0, 5)
-    assert found is not None and found.index == 60
+    assert first_departure(a, b, 4.0, 5).index == 60
     b[62] = -5.0                      # out on both sides is not one sustained departure
-    assert first_departure(a, b, 4.0, 5) is None
+    assert first_departure(a, b, 4.0, 5).index is None
 
 
 def test_healthy_vs_pathological_synth_run_peaks_after_the_true_onset(tmp_path: Path) -> None:
@@ -154,6 +153,17 @@ def test_config_delta_lists_only_differences_flattened() -> None:
     assert sorted(delta) == ["generation.temperature", "learning_rate", "seed"]  # 100 == 100.0, lists equal
     assert (delta["generation.temperature"].a, delta["generation.temperature"].b) == (1.0, 0.7)
     assert delta["seed"].only_in == "b" and delta["seed"].a is None and delta["learning_rate"].only_in is None
+
+
+def test_a_gap_there_from_the_start_is_an_offset_not_a_divergence(tmp_path: Path) -> None:
+    for name, lr in (("a", 1e-6), ("b", 1e-5)):
+        with Recorder(tmp_path / name, capture_env=False, install_handlers=False) as rec:
+            for step in range(100):
+                rec.log_step(step, lr=lr, reward_min=0.0 if step < 60 or name == "a" else 0.25)
+    d = diff_runs(tmp_path / "a", tmp_path / "b")
+    assert d.apart_from_start == ["lr"] and d.unchanged == ["lr"]
+    rmin = d.divergence("reward_min")  # constant 0 in both at first: any sustained change diverges
+    assert rmin is not None and rmin.first_step == 60 and np.isfinite(rmin.z) and rmin.z < 1e4
 
 
 def test_config_delta_of_two_recordings(tmp_path: Path) -> None:

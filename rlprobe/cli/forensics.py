@@ -395,7 +395,8 @@ def _print_diff(d: Any, full: bool) -> None:  # d: rlprobe.diff.RunDiff
         click.echo(f"divergences: none (no metric left its early gap by {d.z_thresh:g} spreads for {d.sustain} steps)")
     if d.unchanged:
         click.echo(f"  no divergence: {', '.join(d.unchanged)}")
-    for label, names in (("only in A", d.only_in_a), ("only in B", d.only_in_b),
+    for label, names in (("apart from the first steps on (an offset, not a divergence)", d.apart_from_start),
+                         ("only in A", d.only_in_a), ("only in B", d.only_in_b),
                          ("too few common steps to judge", d.too_short)):
         if names:
             click.echo(f"  {label}: {', '.join(names)}")

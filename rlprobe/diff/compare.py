@@ -155,7 +155,9 @@ def _compare_metrics(result: RunDiff, a: dict[str, np.ndarray], b: dict[str, np.
             continue
         steps, va, vb = common_steps[both], va[both], vb[both]
         found = first_departure(va, vb, z_thresh, sustain)
-        if found is None:
+        if abs(found.level) > z_thresh * found.noise:
+            result.apart_from_start.append(name)
+        if found.index is None:
             result.unchanged.append(name)
             continue
         i = found.index

@@ -72,7 +72,9 @@ class RunDiff(BaseModel):
 
     divergences are ordered by first step; metrics compared without a divergence are in
     `unchanged`, metrics only one run logged in only_in_a / only_in_b, and metrics both logged
-    but on too few common steps to judge in too_short.
+    but on too few common steps to judge in too_short. apart_from_start lists the metrics whose
+    gap was already beyond z_thresh spreads over the baseline steps (a different lr, another
+    model): an offset there from the start is the baseline, not a divergence.
     """
 
     a: RunSide
@@ -88,6 +90,7 @@ class RunDiff(BaseModel):
     only_in_a: list[str] = Field(default_factory=list)
     only_in_b: list[str] = Field(default_factory=list)
     too_short: list[str] = Field(default_factory=list)
+    apart_from_start: list[str] = Field(default_factory=list)
     prompt_gaps: list[PromptGap] = Field(default_factory=list)
     shared_prompts: int = 0
 

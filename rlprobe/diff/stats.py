@@ -18,16 +18,19 @@ MIN_BASELINE = 10
 """Fewest common steps the baseline is measured on; fewer common steps than this cannot be judged."""
 MAX_BASELINE = 50
 BASELINE_FRACTION = 0.2
-REL_NOISE_FLOOR = 1e-6
-"""A gap below a millionth of the metric's size is rounding, not divergence (identical runs have zero spread)."""
+REL_NOISE_FLOOR = 1e-3
+"""The smallest noise: a thousandth of the metric's mean size over the common steps. Runs that were
+identical until some step (a resumed run, one seed) or a metric constant at first (reward_min 0)
+have zero early spread; the floor keeps z finite and a gap of a few thousandths of the metric
+from counting as a divergence."""
 _MAD_TO_SIGMA = 1.4826
 
 
 @dataclass(frozen=True)
 class Departure:
-    """Where a difference series first left its baseline band, sustained."""
+    """A difference series against its baseline band, and where it first left it, sustained."""
 
-    index: int
+    index: int | None  # None: it never did
     z: np.ndarray
     baseline_n: int
     level: float
@@ -52,23 +55,23 @@ def robust_noise(diff: np.ndarray, scale: float) -> float:
     return max(level, jitter, REL_NOISE_FLOOR * scale, 1e-12)
 
 
-def first_departure(a: np.ndarray, b: np.ndarray, z_thresh: float, sustain: int) -> Departure | None:
+def first_departure(a: np.ndarray, b: np.ndarray, z_thresh: float, sustain: int) -> Departure:
     """The first index where (b - a) sits beyond z_thresh robust spreads of its baseline for
-    `sustain` consecutive points on one side; None when it never does. a and b are aligned
-    and finite. Raises ValueError with fewer than MIN_BASELINE points."""
+    `sustain` consecutive points on one side (index None when it never does). a and b are
+    aligned and finite. Raises ValueError with fewer than MIN_BASELINE points."""
     n = len(a)
     if n < MIN_BASELINE:
         raise ValueError(f"{n} common points, need at least {MIN_BASELINE}")
     diff = b - a
     m = baseline_size(n)
     base = diff[:m]
-    scale = float(np.median(np.abs(np.concatenate([a[:m], b[:m]]))))
+    scale = float(np.mean(np.abs(a)) + np.mean(np.abs(b))) / 2.0
     level = float(np.median(base))
     noise = robust_noise(base, scale)
     z = (diff - level) / noise
     starts = [_first_run(z > z_thresh, sustain), _first_run(z < -z_thresh, sustain)]
     found = [s for s in starts if s is not None]
-    return Departure(min(found), z, m, level, noise) if found else None
+    return Departure(min(found) if found else None, z, m, level, noise)
 
 
 def _first_run(mask: np.ndarray, length: int) -> int | None:
