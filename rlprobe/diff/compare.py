@@ -15,7 +15,8 @@ from rlprobe.errors import RlprobeError
 from rlprobe.forensics._open import RunLike, opened
 
 Progress = Callable[[str, int, int], None]
-"""progress(label, done, total): called as the diff advances (the CLI draws a bar with it)."""
+"""progress(label, done, total): called as the diff advances; total 0 for a stage with no count
+(the CLI draws a bar with it)."""
 
 # Not metrics of the training: the wall clock always differs between two runs.
 _NOT_METRICS = frozenset({"run_id", "step", "wall_time", "kl_positional"})
@@ -79,20 +80,20 @@ def diff_runs(run_a: RunLike, run_b: RunLike, z_thresh: float = 4.0, sustain: in
         raise BadDiffArgument(f"max_prompt_gaps must be >= 0, got {max_prompt_gaps}")
     tick = progress or (lambda label, done, total: None)
     with ExitStack() as stack:
-        tick("opening A", 0, 1)
+        tick("opening A", 0, 0)
         oa = stack.enter_context(opened(run_a))
-        tick("opening B", 0, 1)
+        tick("opening B", 0, 0)
         ob = stack.enter_context(opened(run_b))
         side_a, config_a = _side(oa, run_a)
         side_b, config_b = _side(ob, run_b)
-        tick("reading steps", 0, 1)
+        tick("reading steps", 0, 0)
         steps_a, steps_b = _steps(oa.store), _steps(ob.store)
-        tick("reading samples", 0, 1)
+        tick("reading samples", 0, 0)
         prompts_a, prompts_b = _prompt_rewards(oa.store), _prompt_rewards(ob.store)
     result = RunDiff(a=side_a, b=side_b, z_thresh=z_thresh, sustain=sustain, overlap_steps=0,
                      config_delta=config_delta(config_a, config_b))
     _compare_metrics(result, steps_a, steps_b, z_thresh, sustain, tick)
-    tick("comparing prompts", 0, 1)
+    tick("comparing prompts", 0, 0)
     result.prompt_gaps, result.shared_prompts = _prompt_gaps(prompts_a, prompts_b, max_prompt_gaps)
     return result
 
