@@ -159,29 +159,43 @@ def _finding_series(finding: Any, present: set[str], components: list[str]) -> l
     return found
 
 
-def _chart(chart_id: str, title: str, metrics: list[str], labels: list[str], rows_by_metric: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def _chart(chart_id: str, title: str, metrics: list[str], labels: list[str], cols_by_metric: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
     """One chart: a shared x (each bucket's first step) and per series mean, min and max."""
-    by_bucket: dict[int, int] = {}
+    first_step: dict[int, int] = {}
     for m in metrics:
-        for r in rows_by_metric[m]:
-            b = int(r["bucket"])
-            by_bucket[b] = min(by_bucket.get(b, r["step"]), r["step"])
-    buckets = sorted(by_bucket)
+        for b, step in zip(cols_by_metric[m]["bucket"], cols_by_metric[m]["step"]):
+            first_step[b] = min(first_step.get(b, step), step)
+    buckets = sorted(first_step)
     index = {b: i for i, b in enumerate(buckets)}
     series = []
     for m, label in zip(metrics, labels):
-        mean: list[float | None] = [None] * len(buckets)
-        vmin: list[float | None] = [None] * len(buckets)
-        vmax: list[float | None] = [None] * len(buckets)
-        nonfinite = 0
-        for r in rows_by_metric[m]:
-            i = index[int(r["bucket"])]
-            mean[i], vmin[i], vmax[i] = _num(r["mean"]), _num(r["vmin"]), _num(r["vmax"])
-            nonfinite += int(r["n_nonfinite"])
-        series.append({"metric": m, "label": label, "mean": mean, "min": vmin, "max": vmax, "nonfinite": nonfinite})
-    banded = any(int(r["n"]) > 1 for m in metrics for r in rows_by_metric[m])
-    return {"id": chart_id, "title": title, "x": [int(by_bucket[b]) for b in buckets], "series": series,
-            "banded": banded and len(metrics) == 1, "findings": []}
+        cols = cols_by_metric[m]
+        values = {}
+        for key, column in (("mean", "mean"), ("min", "vmin"), ("max", "vmax")):
+            out: list[float | None] = [None] * len(buckets)
+            for b, v in zip(cols["bucket"], cols[column]):
+                out[index[b]] = _num(v)
+            values[key] = out
+        series.append({"metric": m, "label": label, **values, "nonfinite": int(sum(cols["n_nonfinite"]))})
+    banded = len(metrics) == 1 and max(cols_by_metric[metrics[0]]["n"], default=1) > 1
+    return {"id": chart_id, "title": title, "x": [first_step[b] for b in buckets], "series": series,
+            "banded": banded, "findings": []}
+
+
+def _by_metric(table: Any) -> dict[str, dict[str, list[Any]]]:
+    """The series query's rows as columns per metric (it returns them ordered by metric, bucket);
+    a metric with no finite value and nothing non-finite is left out."""
+    cols = table.to_pydict()
+    out: dict[str, dict[str, list[Any]]] = {}
+    start = 0
+    metrics = cols["metric"]
+    for i in range(1, len(metrics) + 1):
+        if i == len(metrics) or metrics[i] != metrics[start]:
+            part = {k: v[start:i] for k, v in cols.items() if k != "metric"}
+            if any(v is not None for v in part["mean"]) or any(part["n_nonfinite"]):
+                out[metrics[start]] = part
+            start = i
+    return out
 
 
 def gather(run_path: str | os.PathLike[str], *, config_path: str | os.PathLike[str] | None = None,
@@ -211,11 +225,7 @@ def gather(run_path: str | os.PathLike[str], *, config_path: str | os.PathLike[s
     diagnosis = diagnoses[0]
     tick("diagnose")
 
-    rows = _query(store.con, "report_series", {"run_id": run_id, "buckets": BUCKETS}).to_pylist()
-    rows_by_metric: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        if r["mean"] is not None or r["n_nonfinite"]:
-            rows_by_metric.setdefault(r["metric"], []).append(r)
+    rows_by_metric = _by_metric(_query(store.con, "report_series", {"run_id": run_id, "buckets": BUCKETS}))
     present = set(rows_by_metric)
     components = sorted(m for m in present if m.startswith("reward_component."))
     wanted: list[str] = []
