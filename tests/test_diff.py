@@ -23,7 +23,7 @@ from rlprobe.diff import BadDiffArgument, RunDiff, config_delta, diff_runs
 from rlprobe.diff.stats import first_departure
 from rlprobe.synth import read_truth, write_run
 
-from conftest import crashed_run  # noqa: F401  (fixture)
+from conftest import crashed_run, empty_run  # noqa: F401  (fixtures)
 
 CONFIG = {"learning_rate": 1e-6, "beta": 0.04, "generation": {"temperature": 1.0, "top_p": 1.0}, "reward_funcs": ["correct"]}
 
@@ -133,6 +133,13 @@ def test_runs_of_different_lengths_and_metric_sets(tmp_path: Path) -> None:
     assert (d.a.steps, d.b.steps, d.b.first_step) == (100, 60, 20)
     assert d.only_in_a == ["loss"] and d.only_in_b == ["grad_norm"]
     assert sorted(d.unchanged + [v.metric for v in d.divergences]) == ["kl_mean", "reward_mean"]
+
+
+def test_a_run_without_steps_yet_has_nothing_in_common(tmp_path: Path, empty_run: Path) -> None:  # noqa: F811
+    record(tmp_path / "a", seed=1, steps=20)
+    d = diff_runs(tmp_path / "a", empty_run)
+    assert d.overlap_steps == 0 and d.overlap_from is None and d.divergences == []
+    assert d.only_in_a == ["entropy_mean", "kl_mean", "loss", "reward_mean"] and d.only_in_b == []
 
 
 def test_too_few_common_steps_cannot_be_judged(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from rlprobe import Recorder
 from rlprobe.cli import cli
 from rlprobe.forensics import BadForensicsArgument, StepNotRecorded, query_samples, show_step, spike_drivers
 
-from conftest import crashed_run  # noqa: F401  (fixture)
+from conftest import crashed_run, empty_run, ranked_run  # noqa: F401  (fixtures)
 
 STEPS = 20
 PER_STEP = 4
@@ -219,6 +219,17 @@ def test_an_imported_source_is_shown_without_importing_it_first(tmp_path: Path) 
     assert "imported trainer_state" in result.stderr and "no samples captured at step 6" in result.stdout
     assert invoke("samples", source).exit_code == 0
     assert not list(tmp_path.glob("out/*.parquet"))  # the source folder is only read
+
+
+def test_a_run_that_has_just_started(empty_run: Path) -> None:  # noqa: F811
+    with pytest.raises(StepNotRecorded, match="no steps recorded yet"):
+        show_step(empty_run, 0)
+    assert query_samples(empty_run).num_rows == 0 and spike_drivers(empty_run, 0).num_rows == 0
+
+
+def test_samples_of_every_rank_are_ranked_together(ranked_run: Path) -> None:  # noqa: F811
+    rows = query_samples(ranked_run, sort="reward", step_from=4, step_to=4, k=10).to_pylist()
+    assert [(r["rank"], r["reward_total"]) for r in rows] == [(1, 0.2), (0, 0.1), (1, 0.1), (0, 0.0), (1, 0.0)]
 
 
 # -- the CLI --------------------------------------------------------------------------------------
