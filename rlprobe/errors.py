@@ -43,3 +43,19 @@ class SourceUnreadable(RlprobeError):
 
 class ImportRefused(RlprobeError):
     """An import would overwrite a recording or write into its own source; nothing was written."""
+
+
+class RecordsNotFound(RlprobeError):
+    """A records store path holds no manifest-*.json or records-*.jsonl files."""
+
+
+class RecordsAmbiguous(RlprobeError):
+    """A records store holds several lineages or protocols and the command needs one of them."""
+
+
+class SelectionMismatch(RlprobeError):
+    """A selection table's SHA-256, lineage or protocol does not match the run loading it."""
+
+
+class SelectionExhausted(RlprobeError):
+    """A selection table excludes a whole dataset's worth of consecutive prompts."""
