@@ -20,7 +20,7 @@ from conftest import event, make_run
 from rlprobe.cli import cli
 from rlprobe.errors import NotARecording, RecordingNotFound
 from rlprobe.report import ReportRefused, render_report
-from rlprobe.report.data import BUCKETS
+from rlprobe.report.data import BUCKETS, KEY_SERIES
 
 NASTY_COMPLETION = "</textarea><script>alert(1)</script><!-- & \u2028 </pre> \"quoted\" 'x'"
 NASTY_PROMPT = "</script><img src=x onerror=alert(2)>"
@@ -127,7 +127,8 @@ def test_findings_are_overlaid_and_link_to_embedded_samples(pathological_page: t
     assert sample_links, "the finding's cited samples are not linked"
     assert all(u[2][1:] in page.ids for u in sample_links), "a sample link points at nothing"
     titles = [c["title"] for c in data["charts"]]
-    assert titles[0] == "reward_mean" and "entropy_mean" in titles and "reward components" in titles
+    key = [t for t in titles if t in KEY_SERIES]
+    assert titles[0] == "reward_mean" and key == [k for k in KEY_SERIES if k in key], titles
     assert page.body["data-charts"] == str(len(data["charts"]))
 
 
@@ -171,7 +172,9 @@ def test_live_crashed_and_closed_runs(run_factory: Any, tmp_path: Path, state: s
     page = Page(out.read_text(encoding="utf-8"))
     assert sorted(p.relative_to(run) for p in run.rglob("*")) == before, "the report wrote into the recording"
     assert state in out.read_text(encoding="utf-8")
-    assert {c["title"] for c in page.payload()["charts"]} >= {"reward_mean", "kl_mean", "entropy_mean", "loss"}
+    charts = {c["title"]: c for c in page.payload()["charts"]}
+    assert set(charts) >= {"reward_mean", "reward components", "kl_mean", "entropy_mean", "loss"}
+    assert [s["label"] for s in charts["reward components"]["series"]] == ["correct", "format"]
     assert "sample-0" in page.ids
 
 
