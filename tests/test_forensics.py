@@ -8,7 +8,6 @@ i - 1.5, completion length 10 * (4 - i) and so on. Each test reads like the call
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator, Sequence
 
