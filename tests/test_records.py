@@ -529,11 +529,13 @@ def loaded(table_file: tuple[Path, str]) -> Any:
         return load_selection(table_file[0], table_file[1], lineage=LINEAGE, protocol_digest=PROTOCOL)
 
 
-def test_the_filter_skips_excluded_prompts_in_order(table_file: tuple[Path, str]) -> None:
+def test_the_filter_skips_excluded_prompts_in_order(table_file: tuple[Path, str], caplog: pytest.LogCaptureFixture) -> None:
     keep = SelectionFilter(loaded(table_file), key=lambda item: item["key"])
     items = [{"key": k, "n": i} for i, k in enumerate(["k1", "k4", "k2", "new", "k3", "k4"])]
-    assert [i["n"] for i in keep(items)] == [1, 3, 5]
+    with caplog.at_level(logging.INFO, logger="rlprobe.records"):
+        assert [i["n"] for i in keep(items)] == [1, 3, 5]
     assert keep.skipped == {"math": 3}
+    assert "skipped 3 math" in caplog.text
 
 
 def test_a_whole_dataset_of_consecutive_exclusions_fails(table_file: tuple[Path, str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import warnings
 from collections import Counter
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from rlprobe.errors import SelectionExhausted, SelectionMismatch
+
+log = logging.getLogger("rlprobe.records")
 
 LIMITS_WARNING = (
     "selection table {path}: its checks cover the recorded sampling settings, template and tokenizer files and "
@@ -95,6 +98,7 @@ class SelectionFilter:
             yield item
         if seen and run == seen:
             raise self._exhausted(run)
+        self.log_skips()
 
     def dataset(self, ds: Any) -> Any:
         """A datasets.Dataset without the excluded prompts (same order; Dataset.select keeps it)."""
@@ -107,7 +111,14 @@ class SelectionFilter:
                 keep.append(i)
         if len(ds) and not keep:
             raise self._exhausted(len(ds))
+        self.log_skips()
         return ds.select(keep)
+
+    def log_skips(self) -> None:
+        """Log the prompts skipped so far, by domain."""
+        if self.skipped:
+            log.info("selection table %s skipped %s", self.table.path,
+                     ", ".join(f"{n} {domain or '(no domain)'}" for domain, n in sorted(self.skipped.items())))
 
     def _exhausted(self, run: int) -> SelectionExhausted:
         return SelectionExhausted(f"selection table {self.table.path} excluded {run} consecutive prompts, a whole "
