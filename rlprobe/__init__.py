@@ -24,6 +24,13 @@ _LAZY = {
     "StepRecord": "rlprobe.schemas",
     "RunManifest": "rlprobe.schemas",
     "Event": "rlprobe.schemas",
+    "diagnose": "rlprobe.doctor",
+    "query_samples": "rlprobe.forensics",
+    "spike_drivers": "rlprobe.forensics",
+    "show_step": "rlprobe.forensics",
+    "diff_runs": "rlprobe.diff",
+    "RunDiff": "rlprobe.diff",
+    "render_report": "rlprobe.report",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -25,6 +25,13 @@ _LAZY = {
     "RunWatcher": "rlprobe.doctor.live",
     "WebhookSink": "rlprobe.doctor.live",
     "webhook_sink": "rlprobe.doctor.live",
+    # the post-mortem tools the spec lists beside the doctor; they live in their own packages
+    "query_samples": "rlprobe.forensics",
+    "spike_drivers": "rlprobe.forensics",
+    "show_step": "rlprobe.forensics",
+    "diff_runs": "rlprobe.diff",
+    "RunDiff": "rlprobe.diff",
+    "render_report": "rlprobe.report",
 }
 
 __all__ = sorted(_LAZY)
