@@ -132,6 +132,20 @@ def test_findings_are_overlaid_and_link_to_embedded_samples(pathological_page: t
     assert page.body["data-charts"] == str(len(data["charts"]))
 
 
+def test_a_finding_is_drawn_on_the_series_it_is_about() -> None:
+    from rlprobe.doctor.findings import Finding
+    from rlprobe.report.data import _finding_series
+
+    present = {"completion_len_mean", "reward_mean", "kl_mean", "kl_max", "reward_component.correct"}
+    hack = Finding(signature_id="REWARD_HACK_LENGTH", severity="critical", confidence=0.9, explanation="",
+                   evidence={"completion_len_baseline": 90.0, "reward_mean_before": 0.5, "reward_component.correct_during": 0.1})
+    assert _finding_series(hack, present, ["reward_component.correct"]) == ["completion_len_mean", "reward_mean", "reward_components"]
+    custom = Finding(signature_id="MY_SQL_DETECTOR", severity="warn", confidence=0.5, explanation="",
+                     evidence={"metric": "kl_max", "kl_mean_peak": 3.0, "unrelated": 1})
+    assert _finding_series(custom, present, []) == ["kl_max", "kl_mean"]
+    assert _finding_series(Finding(signature_id="X", severity="info", confidence=0.1, explanation=""), present, []) == []
+
+
 def test_every_chart_series_is_drawable(pathological_page: tuple[str, Page]) -> None:
     _, page = pathological_page
     for chart in page.payload()["charts"]:

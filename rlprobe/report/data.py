@@ -134,8 +134,8 @@ def _json_text(text: str | None) -> Any:
 
 
 def _finding_series(finding: Any, present: set[str], components: list[str]) -> list[str]:
-    """The charted series a finding is about: its evidence's 'metric', metrics its evidence
-    keys are named after (kl_mean_baseline -> kl_mean), else its signature's defaults."""
+    """The series a finding is about: its evidence's 'metric', its signature's usual series, and
+    the series its evidence keys are named after (kl_mean_baseline -> kl_mean)."""
     found: list[str] = []
 
     def add(name: str) -> None:
@@ -147,15 +147,14 @@ def _finding_series(finding: Any, present: set[str], components: list[str]) -> l
     metric = finding.evidence.get("metric")
     if isinstance(metric, str):
         add(metric)
+    for name in SIGNATURE_SERIES.get(finding.signature_id, ()):
+        add(name)
     names = sorted(present, key=len, reverse=True)  # longest first: kl_max before kl
     for key in finding.evidence:
         for name in names:
             if key == name or key.startswith(name + "_"):
                 add(name)
                 break
-    if not found:
-        for name in SIGNATURE_SERIES.get(finding.signature_id, ()):
-            add(name)
     return found
 
 
