@@ -144,6 +144,14 @@ def test_a_full_queue_drops_and_counts_instead_of_blocking(tmp_path: Path, check
     assert writer.metrics()["rollout/records/dropped_total"] == c["dropped"]
 
 
+def test_non_finite_numbers_are_written_as_null(tmp_path: Path, checkpoint: Path) -> None:
+    writer = new_writer(tmp_path, checkpoint)
+    writer.record_group(group("", "k", [response(0, float("nan")), response(1, float("inf"))]))
+    assert writer.close()["written"] == 1
+    (row,) = [json.loads(line) for line in writer.records_path.read_text().splitlines()]
+    assert [r["reward"] for r in row["responses"]] == [None, None]
+
+
 def test_the_default_queue_holds_4096_rows_and_shutdown_waits_30_s(tmp_path: Path, checkpoint: Path) -> None:
     writer = new_writer(tmp_path, checkpoint)
     assert writer._queue.maxsize == 4096 and writer.shutdown_timeout_s == 30.0

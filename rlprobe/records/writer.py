@@ -14,6 +14,7 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import os
 import queue
 import secrets
@@ -39,6 +40,17 @@ class _Stop:
 
 def _run_id() -> str:
     return os.environ.get("BEAKER_WORKLOAD_ID") or secrets.token_hex(6)
+
+
+def _finite(value: Any) -> Any:
+    """value with every non-finite float replaced by None, containers copied."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def text_sampled(observation_id: str, rate: float) -> bool:
@@ -232,7 +244,10 @@ class RecordsWriter:
 
     def _write(self, row: Mapping[str, Any]) -> None:
         try:
-            line = canonical_json(row)
+            try:
+                line = canonical_json(row)
+            except ValueError:  # NaN or inf somewhere: JSON has neither, so they become null
+                line = canonical_json(_finite(row))
             self._write_line(line)
         except Exception as exc:
             with self._lock:
