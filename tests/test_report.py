@@ -198,6 +198,17 @@ def test_a_live_run_with_a_step_logged_twice_draws_it_once(run_factory: Any, tmp
     assert next(c for c in data["charts"] if c["title"] == "loss")["x"] == [0, 1, 2, 3, 4]
 
 
+def test_events_are_drawn_and_listed(run_factory: Any, tmp_path: Path) -> None:
+    ckpts = [event("checkpoint", 1_700_000_000.0 + s, step=s, path=f"/ckpt/{s}") for s in range(300)]
+    run = run_factory("events", 300, state="crashed", extra_events=ckpts)
+    html = render_report(run, tmp_path / "events.html").read_text(encoding="utf-8")
+    drawn = Page(html).payload()["events"]
+    assert [e["step"] for e in drawn if e["kind"] == "checkpoint"] == list(range(300))
+    assert [e for e in drawn if e["kind"] == "crash"][0]["step"] == 299  # logged without a step: placed by wall time
+    assert html.count('<tr class="ev-checkpoint">') == 200 and "(200 of 300 listed)" in html
+    assert '<tr class="ev-crash">' in html
+
+
 def test_an_imported_source(tmp_path: Path) -> None:
     state = tmp_path / "out" / "trainer_state.json"
     state.parent.mkdir()

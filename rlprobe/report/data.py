@@ -22,8 +22,9 @@ N_EXTREME = 25  # best and worst samples of the whole run
 STEP_RANGES = 20  # the run cut into this many step ranges for the sample browser ...
 PER_RANGE = 4  # ... with this many best and worst samples each
 MAX_CHARS = 4000  # characters of a prompt or completion kept (the full length is shown)
-EVENTS_PER_KIND = 200
-EVENTS_LIMIT = 1000
+EVENTS_PER_KIND = 2000  # drawn on the charts (a checkpoint every 50 steps of a 100k-step run) ...
+EVENTS_LIMIT = 5000
+EVENTS_IN_TABLE = 200  # ... but only this many of each kind listed in the table
 
 # The series a post-mortem starts from, in the order they are drawn. A series the run did not
 # log is left out; reward components share one chart.
@@ -283,6 +284,10 @@ def gather(run_path: str | os.PathLike[str], *, config_path: str | os.PathLike[s
     tick("samples")
 
     events = _query(store.con, "report_events", {"run_id": run_id, "per_kind": EVENTS_PER_KIND, "limit": EVENTS_LIMIT}).to_pylist()
+    seen: dict[str, int] = {}
+    for e in events:
+        seen[e["kind"]] = seen.get(e["kind"], 0) + 1
+        e["in_table"] = seen[e["kind"]] <= EVENTS_IN_TABLE
     tick("events")
     steps = [x for c in charts for x in (c["x"][:1] + c["x"][-1:])]
     return ReportData(
