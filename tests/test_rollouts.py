@@ -662,3 +662,24 @@ def test_sql_and_python_agree_on_odd_traces(tmp_path: Path) -> None:
         assert [s[1] for s in sql] == pytest.approx([p[1] for p in py], rel=1e-12, abs=1e-12), name
         with_rows += bool(py)
     assert with_rows >= 60  # most traces do train something
+
+
+def _one_step(run: str, t: float, began: int, step: int = 1, trained: int = 3) -> list[dict[str, Any]]:
+    return [
+        line("rollout_dispatch", run, t, attempt_id="a", group_id="g", prompt_id=0, generation_index=0, version=began),
+        line("rollout_seal", run, t, attempt_id="a", tokens=8),
+        line("group_publish", run, t, group_id="g", step=step),
+        line("train_step", run, t, step=step, trained_version=trained),
+    ]
+
+
+def test_several_trace_files_of_one_run_the_latest_training_wins(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "r"
+    RunWriter(run, RunManifest(run_id="run-9"))
+    write_trace(run / "rollout_trace.jsonl", _one_step("p1", T0 + 50, began=0) + _one_step("p1", T0 + 50, began=2, step=2))
+    write_trace(run / "rank-001" / "rollout_trace.jsonl", _one_step("p2", T0 + 10, began=1, step=2))
+    external = write_trace(tmp_path / "logs" / "trace.jsonl", _one_step("p3", T0 + 90, began=1))
+    got = [(r["run_id"], r["step"], r["batch_age"], r["trace_run_id"]) for r in sql_rows(run, (external,))]
+    # step 1: the external file trained it last (age 3 - 1); step 2: the run's own file did (3 - 2)
+    assert got == [("run-9", 1, 2.0, "p3"), ("run-9", 2, 1.0, "p1")]
+    assert [(r["run_id"], r["step"]) for r in sql_rows(tmp_path / "runs")] == [("run-9", 1), ("run-9", 2)]
