@@ -345,6 +345,22 @@ def test_summarize_writes_the_hand_computed_files(store: Path, tmp_path: Path) -
     ]
 
 
+def test_a_broken_manifest_and_a_broken_line_are_warnings(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    path = write_attempt(root, "exp-C", "c1", [group("g1", "k1", [response(0, 1.0)])])
+    (path.parent / "manifest-c1.json").write_text('{"lineage": "aaaa", "protoc')
+    path.write_text(path.read_text() + "not json\n" + json.dumps(group("g2", "k1", [response(0, 0.0)])) + "\n")
+    result = summarize(root)
+    assert result.warnings == [
+        f"{LINEAGE}/exp-C/records-c1.jsonl: record file without a manifest (no manifest with its attempt beside it); "
+        "its lineage is taken from the folder name and it has no protocol",
+        f"{LINEAGE}/exp-C/records-c1.jsonl: 1 complete line(s) are not a JSON object and were skipped (first at line 2)",
+        f"{LINEAGE}/exp-C/manifest-c1.json: the manifest is not a JSON object; its records count as without a manifest",
+    ]
+    assert result.summary["counts"]["group_rows"] == 2 and result.summary["protocols"] == []
+    assert result.prompts[0]["groups"]["total"] == 2 and result.prompts[0]["lineages"] == [LINEAGE]
+
+
 def test_summarize_a_lineage_directory_is_the_same_evidence(store: Path) -> None:
     whole, one = summarize(store), summarize(store / LINEAGE)
     assert whole.prompts == one.prompts

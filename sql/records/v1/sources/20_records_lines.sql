@@ -8,7 +8,7 @@
 -- columns: path VARCHAR, relpath VARCHAR, run_dir VARCHAR, attempt VARCHAR, lineage_dir VARCHAR,
 -- columns: line_no BIGINT, line VARCHAR, complete BOOLEAN, ok BOOLEAN, obj JSON
 
-CREATE OR REPLACE VIEW records_lines AS
+CREATE OR REPLACE TABLE records_lines AS
 WITH texts AS (
     SELECT path, relpath, run_dir, attempt, lineage_dir, try(decode(content)) AS text
     FROM records_files
@@ -28,11 +28,14 @@ lines AS (
     FROM split
 ),
 flagged AS (
-    -- JSON strings cannot hold a raw newline, so every part but the last was ended by one
-    SELECT *, line_no < n_parts AS complete FROM lines WHERE trim(line) <> ''
+    -- JSON strings cannot hold a raw newline, so every part but the last was ended by one.
+    -- TRY_CAST, not a cast guarded by CASE or AND: DuckDB evaluates both sides for a whole vector.
+    SELECT *, line_no < n_parts AS complete, TRY_CAST(line AS JSON) AS doc FROM lines WHERE trim(line) <> ''
+),
+checked AS (
+    SELECT *, complete AND coalesce(json_type(doc) = 'OBJECT', false) AS ok FROM flagged
 )
 SELECT
-    path, relpath, run_dir, attempt, lineage_dir, line_no, line, complete,
-    complete AND coalesce(json_valid(line) AND json_type(line) = 'OBJECT', false) AS ok,
-    CASE WHEN complete AND coalesce(json_valid(line) AND json_type(line) = 'OBJECT', false) THEN line::JSON END AS obj
-FROM flagged;
+    path, relpath, run_dir, attempt, lineage_dir, line_no, line, complete, ok,
+    CASE WHEN ok THEN doc END AS obj
+FROM checked;

@@ -14,39 +14,51 @@
 -- columns: rollout_id BIGINT, group_size BIGINT, group_attempt VARCHAR, filter_decision VARCHAR,
 -- columns: filter_reason VARCHAR, responses_included BOOLEAN, responses JSON
 
-CREATE OR REPLACE VIEW records_groups AS
+CREATE OR REPLACE TABLE records_groups AS
+WITH parsed AS (
+    -- one parse per line into typed fields: a value of the wrong type becomes NULL, not an error
+    SELECT
+        l.*,
+        json_transform(l.obj, '{"kind": "VARCHAR", "observation_id": "VARCHAR", "task_key": "VARCHAR",
+            "task_key_basis": "VARCHAR", "input_key": "VARCHAR", "query_sha256": "VARCHAR",
+            "prompt_token_sha256": "VARCHAR", "prepared_sample_id": "VARCHAR", "source_dataset": "VARCHAR",
+            "source_row": "BIGINT", "verifiers": ["VARCHAR"], "group_index": "BIGINT", "rollout_id": "BIGINT",
+            "group_size": "BIGINT", "group_attempt": "VARCHAR", "filter_decision": "VARCHAR",
+            "filter_reason": "VARCHAR", "responses_included": "BOOLEAN", "responses": "JSON"}') AS g
+    FROM records_lines AS l
+    WHERE l.ok
+)
 SELECT
-    l.path || ':' || l.line_no AS group_key,
-    l.path,
-    l.relpath,
-    l.line_no,
-    l.run_dir,
-    l.attempt,
+    p.path || ':' || p.line_no AS group_key,
+    p.path,
+    p.relpath,
+    p.line_no,
+    p.run_dir,
+    p.attempt,
     m.path IS NOT NULL AS has_manifest,
-    coalesce(m.lineage, l.lineage_dir) AS lineage,
+    coalesce(m.lineage, p.lineage_dir) AS lineage,
     m.protocol_digest,
     m.rollout_seed,
     coalesce(m.deterministic_inference, false) AS deterministic_inference,
-    l.obj ->> '$.observation_id' AS observation_id,
-    l.obj ->> '$.task_key' AS task_key,
-    l.obj ->> '$.task_key_basis' AS task_key_basis,
-    l.obj ->> '$.input_key' AS input_key,
-    l.obj ->> '$.query_sha256' AS query_sha256,
-    l.obj ->> '$.prompt_token_sha256' AS prompt_token_sha256,
-    l.obj ->> '$.prepared_sample_id' AS prepared_sample_id,
-    l.obj ->> '$.source_dataset' AS source_dataset,
-    TRY_CAST(l.obj ->> '$.source_row' AS BIGINT) AS source_row,
-    coalesce(TRY_CAST(json_extract(l.obj, '$.verifiers') AS VARCHAR[]), []) AS verifiers,
-    array_to_string(list_sort(coalesce(TRY_CAST(json_extract(l.obj, '$.verifiers') AS VARCHAR[]), [])), ',')
-        AS domain,
-    TRY_CAST(l.obj ->> '$.group_index' AS BIGINT) AS group_index,
-    TRY_CAST(l.obj ->> '$.rollout_id' AS BIGINT) AS rollout_id,
-    TRY_CAST(l.obj ->> '$.group_size' AS BIGINT) AS group_size,
-    l.obj ->> '$.group_attempt' AS group_attempt,
-    l.obj ->> '$.filter_decision' AS filter_decision,
-    l.obj ->> '$.filter_reason' AS filter_reason,
-    coalesce(TRY_CAST(l.obj ->> '$.responses_included' AS BOOLEAN), false) AS responses_included,
-    coalesce(json_extract(l.obj, '$.responses'), '[]'::JSON) AS responses
-FROM records_lines AS l
-LEFT JOIN records_manifests AS m ON m.run_dir = l.run_dir AND m.attempt = l.attempt AND m.ok
-WHERE l.ok AND l.obj ->> '$.kind' = 'group';
+    p.g.observation_id,
+    p.g.task_key,
+    p.g.task_key_basis,
+    p.g.input_key,
+    p.g.query_sha256,
+    p.g.prompt_token_sha256,
+    p.g.prepared_sample_id,
+    p.g.source_dataset,
+    p.g.source_row,
+    coalesce(p.g.verifiers, []) AS verifiers,
+    array_to_string(list_sort(coalesce(p.g.verifiers, [])), ',') AS domain,
+    p.g.group_index,
+    p.g.rollout_id,
+    p.g.group_size,
+    p.g.group_attempt,
+    p.g.filter_decision,
+    p.g.filter_reason,
+    coalesce(p.g.responses_included, false) AS responses_included,
+    coalesce(p.g.responses, '[]'::JSON) AS responses
+FROM parsed AS p
+LEFT JOIN records_manifests AS m ON m.run_dir = p.run_dir AND m.attempt = p.attempt AND m.ok
+WHERE p.g.kind = 'group';

@@ -6,15 +6,21 @@
 -- columns: path VARCHAR, relpath VARCHAR, line_no BIGINT, run_dir VARCHAR, attempt VARCHAR,
 -- columns: observation_id VARCHAR, disposition VARCHAR, staleness BIGINT
 
-CREATE OR REPLACE VIEW records_dispositions AS
+CREATE OR REPLACE TABLE records_dispositions AS
+WITH parsed AS (
+    SELECT *, json_transform(obj, '{"kind": "VARCHAR", "observation_id": "VARCHAR",
+        "disposition": "VARCHAR", "staleness": "BIGINT"}') AS d
+    FROM records_lines
+    WHERE ok
+)
 SELECT
     path,
     relpath,
     line_no,
     run_dir,
     attempt,
-    obj ->> '$.observation_id' AS observation_id,
-    obj ->> '$.disposition' AS disposition,
-    TRY_CAST(obj ->> '$.staleness' AS BIGINT) AS staleness
-FROM records_lines
-WHERE ok AND obj ->> '$.kind' = 'disposition';
+    d.observation_id,
+    d.disposition,
+    d.staleness
+FROM parsed
+WHERE d.kind = 'disposition';

@@ -11,9 +11,14 @@
 -- columns: response_tokens BIGINT, status VARCHAR, truncated BOOLEAN, policy_scope VARCHAR,
 -- columns: policy_versions_text VARCHAR, has_text BOOLEAN
 
-CREATE OR REPLACE VIEW records_responses AS
+CREATE OR REPLACE TABLE records_responses AS
 WITH unnested AS (
-    SELECT g.*, unnest(json_extract(g.responses, '$[*]')) AS resp
+    SELECT
+        g.*,
+        unnest(json_transform(g.responses, '[{"index": "BIGINT", "reward": "DOUBLE",
+            "validity": {"valid": "BOOLEAN"}, "response_tokens": "BIGINT", "status": "VARCHAR",
+            "truncated": "BOOLEAN", "policy_scope": "VARCHAR", "policy_versions": ["BIGINT"],
+            "response": "JSON"}]')) AS r
     FROM records_groups AS g
 )
 SELECT
@@ -29,13 +34,13 @@ SELECT
     query_sha256,
     domain,
     verifiers,
-    TRY_CAST(resp ->> '$.index' AS BIGINT) AS response_index,
-    TRY_CAST(resp ->> '$.reward' AS DOUBLE) AS reward,
-    TRY_CAST(resp ->> '$.validity.valid' AS BOOLEAN) AS valid,
-    TRY_CAST(resp ->> '$.response_tokens' AS BIGINT) AS response_tokens,
-    resp ->> '$.status' AS status,
-    coalesce(TRY_CAST(resp ->> '$.truncated' AS BOOLEAN), false) AS truncated,
-    resp ->> '$.policy_scope' AS policy_scope,
-    CAST(json_extract(resp, '$.policy_versions') AS VARCHAR) AS policy_versions_text,
-    json_type(resp, '$.response') = 'VARCHAR' AS has_text
+    r.index AS response_index,
+    r.reward,
+    r.validity.valid AS valid,
+    r.response_tokens,
+    r.status,
+    coalesce(r.truncated, false) AS truncated,
+    r.policy_scope,
+    CAST(r.policy_versions AS VARCHAR) AS policy_versions_text,
+    coalesce(json_type(r.response) = 'VARCHAR', false) AS has_text
 FROM unnested;
