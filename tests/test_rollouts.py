@@ -683,3 +683,31 @@ def test_several_trace_files_of_one_run_the_latest_training_wins(tmp_path: Path)
     # step 1: the external file trained it last (age 3 - 1); step 2: the run's own file did (3 - 2)
     assert got == [("run-9", 1, 2.0, "p3"), ("run-9", 2, 1.0, "p1")]
     assert [(r["run_id"], r["step"]) for r in sql_rows(tmp_path / "runs")] == [("run-9", 1), ("run-9", 2)]
+
+
+@pytest.mark.parametrize("view", ["rollout_events", "batch_age"])
+def test_a_views_header_lists_its_columns_exactly(view: str) -> None:
+    import duckdb
+
+    from rlprobe.store.engine import Target, init_script
+
+    sql_file = Path(__file__).resolve().parents[1] / "sql" / "v1" / "views" / f"{view}.sql"
+    header = " ".join(l[len("-- columns: "):] for l in sql_file.read_text().splitlines() if l.startswith("-- columns: "))
+    con = duckdb.connect()
+    con.execute(init_script(Target(Path("/nonexistent-rlprobe-root"), "root"), features=False))
+    described = ", ".join(f"{name} {type_}" for name, type_ in con.sql(f"SELECT column_name, column_type FROM (DESCRIBE {view})").fetchall())
+    assert header == described
+
+
+def test_the_views_work_in_a_plain_duckdb_session(tmp_path: Path) -> None:
+    import duckdb
+
+    from rlprobe.store import init_script, resolve
+
+    run = _run_with_trace(tmp_path)
+    external = write_trace(tmp_path / "logs" / "controller.jsonl", _one_step("p9", T0 + 10**6, began=0))
+    con = duckdb.connect()
+    con.execute(init_script(resolve(run)))
+    assert con.sql("SELECT run_id, step, tokens FROM batch_age").fetchall() == [("run-42", 1, 220)]
+    con.execute(f"SET VARIABLE rlprobe_rollout_traces = MAP {{'{external}': '{run.resolve()}'}}")
+    assert con.sql("SELECT run_id, step, batch_age, trace_run_id FROM batch_age").fetchall() == [("run-42", 1, 3.0, "p9")]
