@@ -251,6 +251,8 @@ def test_the_init_script_binds_the_root_once_and_aliases_the_newest_views(tmp_pa
     for view in PUBLIC_VIEWS:
         assert f"CREATE OR REPLACE VIEW main.{view} AS SELECT * FROM v1.{view};" in script
     for path in SQL_FILES:
+        if path.relative_to(SQL_DIR).parts[0] != "v1":
+            continue  # other trees (sql/records/) have their own loader and never join the run views
         if path.parent.name == "queries":
             assert header_and_body(path)[1].strip() not in script, f"{rel(path)} is a query, not part of the views"
             continue
