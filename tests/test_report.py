@@ -192,10 +192,16 @@ def test_live_crashed_and_closed_runs(run_factory: Any, tmp_path: Path, state: s
     assert "sample-0" in page.ids
 
 
-def test_a_live_run_with_a_step_logged_twice_draws_it_once(run_factory: Any, tmp_path: Path) -> None:
-    run = run_factory("dup", [0, 1, 2, 3, 2, 4], state="live")
+def test_a_live_run_with_a_step_logged_twice_draws_the_latest(tmp_path: Path) -> None:
+    run = tmp_path / "dup"
+    writer = make_run(run, [0, 1, 2, 3, 4], state="live")
+    writer.write_steps([{"step": 2, "wall_time": 1_700_000_100.0, "loss": 999.0}])  # step 2 again, later
     data = Page(render_report(run, tmp_path / "dup.html").read_text(encoding="utf-8")).payload()
+    [loss] = next(c for c in data["charts"] if c["title"] == "loss")["series"]
     assert next(c for c in data["charts"] if c["title"] == "loss")["x"] == [0, 1, 2, 3, 4]
+    assert loss["mean"][2] == loss["min"][2] == loss["max"][2] == 999.0
+    kl = next(c for c in data["charts"] if c["title"] == "kl_mean")
+    assert kl["x"] == [0, 1, 3, 4]  # the later row of step 2 did not log kl_mean
 
 
 def test_events_are_drawn_and_listed(run_factory: Any, tmp_path: Path) -> None:
@@ -228,6 +234,7 @@ def test_cli_writes_to_the_current_folder_and_prints_the_path(finished_run: Path
     assert result.exit_code == 0, result.output
     path = Path(result.output.strip().splitlines()[-1])
     assert path == tmp_path / "finished-report.html" and path.is_file()
+    assert path.stat().st_mode & 0o044, "the report should be readable like any file the user writes"
     assert "rendering report" not in result.output  # no progress bar outside a terminal
 
 

@@ -71,6 +71,12 @@ def _fmt_num(value: Any) -> str:
     return str(value)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _refuse_inside(out: Path, recording: Path) -> None:
     folder = recording.resolve()
     if folder.is_file():  # a run given as its manifest.json or steps.parquet
@@ -131,6 +137,7 @@ def render_report(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[s
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(html)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it owner-only; a report is a normal file
         os.replace(tmp, out)
     except BaseException:
         if os.path.exists(tmp):

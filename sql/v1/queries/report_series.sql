@@ -10,11 +10,20 @@
 -- columns: metric VARCHAR, bucket BIGINT, step BIGINT, step_hi BIGINT, n BIGINT, mean DOUBLE,
 -- columns: vmin DOUBLE, vmax DOUBLE, n_nonfinite BIGINT
 
-WITH one_row_per_step AS (
-    SELECT *
+WITH superseded AS (
+    -- steps logged more than once (live runs only): all rows but the latest are dropped. Found on
+    -- two narrow columns, so a compacted run is not sorted whole to find that nothing repeats.
+    SELECT step, max(wall_time) AS latest
     FROM v1.steps
     WHERE run_id = $run_id
-    QUALIFY row_number() OVER (PARTITION BY step ORDER BY wall_time DESC NULLS LAST) = 1
+    GROUP BY step
+    HAVING count(*) > 1
+),
+one_row_per_step AS (
+    SELECT s.*
+    FROM v1.steps AS s
+    ANTI JOIN superseded AS d ON d.step = s.step AND s.wall_time IS DISTINCT FROM d.latest
+    WHERE s.run_id = $run_id
 ),
 extent AS (
     SELECT min(step) AS lo, max(step) AS hi FROM one_row_per_step
