@@ -711,3 +711,22 @@ def test_the_views_work_in_a_plain_duckdb_session(tmp_path: Path) -> None:
     assert con.sql("SELECT run_id, step, tokens FROM batch_age").fetchall() == [("run-42", 1, 220)]
     con.execute(f"SET VARIABLE rlprobe_rollout_traces = MAP {{'{external}': '{run.resolve()}'}}")
     assert con.sql("SELECT run_id, step, batch_age, trace_run_id FROM batch_age").fetchall() == [("run-42", 1, 3.0, "p9")]
+
+
+def test_the_number_a_training_loop_logs_is_the_number_the_file_gives(tmp_path: Path) -> None:
+    """RolloutTrace.batch_age (computed as events are emitted, numpy values and all) equals
+    batch_age_by_step over the written file and the SQL view."""
+    import numpy as np
+
+    sim = Simulator(11, group_size=3)
+    sim.run("ignored", version=0, first_step=1, steps=6)
+    path = tmp_path / "rollout_trace.jsonl"
+    with RolloutTrace(path) as trace:
+        for e in sim.events:
+            fields = {k: (np.int64(v) if type(v) is int and k != "prompt_id" else v)
+                      for k, v in e.items() if k not in ("t", "run_id", "event")}
+            trace.emit(e["event"], **fields)
+        logged = {s: trace.batch_age(s) for s in range(1, 7)}
+    assert logged == pytest.approx(sim.truth, rel=1e-12)
+    assert batch_age_by_step(read_events(path)) == logged
+    assert assert_sql_matches_python(path) == logged

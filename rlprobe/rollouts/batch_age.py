@@ -31,6 +31,7 @@ the same numbers for the same file:
 from __future__ import annotations
 
 import json
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -77,7 +78,15 @@ def key(value: Any) -> str | None:
     """An id as text, the way the SQL source reads it (json_extract_string): 17 -> '17'."""
     if value is None or isinstance(value, str):
         return value
-    return json.dumps(value)
+    if type(value) is int:
+        return str(value)  # what json.dumps writes, without its overhead
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):  # numpy integers, objects: as RolloutTrace writes them
+        try:
+            return str(operator.index(value))
+        except TypeError:
+            return str(value)
 
 
 def as_int(value: Any) -> int | None:
@@ -219,9 +228,26 @@ class _Call:
 @dataclass
 class _Run:
     calls: dict[str, _Call] = field(default_factory=dict)
+    by_group: dict[str | None, set[str]] = field(default_factory=lambda: defaultdict(set))
     # per step: the group metrics published since the run's last train_step of that step
     pending: dict[int, dict[str, list[int]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
     groups: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+
+    def define(self, attempt: str, call: _Call) -> None:
+        self.drop(attempt)
+        self.calls[attempt] = call
+        self.by_group[call.group_id].add(attempt)
+
+    def drop(self, attempt: str | None) -> None:
+        call = self.calls.pop(attempt, None)  # type: ignore[arg-type]
+        if call is not None:
+            members = self.by_group[call.group_id]
+            members.discard(attempt)  # type: ignore[arg-type]
+            if not members:
+                del self.by_group[call.group_id]
+
+    def members(self, group: str | None) -> list[str]:
+        return sorted(self.by_group.get(group, ())) if group is not None else []
 
 
 class BatchAgeTracker:
@@ -231,7 +257,10 @@ class BatchAgeTracker:
     emitted, so the number a training loop logs is the number the trace gives later.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep_group_tokens: bool = False) -> None:
+        """keep_group_tokens: also keep every published group's counts (``group_tokens``),
+        which grows with the run; the batch age itself needs only the open groups."""
+        self._keep_group_tokens = keep_group_tokens
         self._runs: dict[str | None, _Run] = defaultdict(_Run)
         # latest sealed, dispatched call per (prompt_id, generation_index): (run, version, tokens, cuts)
         self._generated: dict[tuple[str | None, int | None], tuple[str | None, int, int, tuple[tuple[int, int], ...]]] = {}
@@ -247,8 +276,8 @@ class BatchAgeTracker:
             attempt = key(event.get("attempt_id"))
             if version is None or attempt is None:
                 return None
-            self._runs[run_key].calls[attempt] = _Call(
-                key(event.get("group_id")), key(event.get("prompt_id")), as_int(event.get("generation_index")), version)
+            self._runs[run_key].define(attempt, _Call(
+                key(event.get("group_id")), key(event.get("prompt_id")), as_int(event.get("generation_index")), version))
         elif name == "refit":
             calls = event.get("calls")
             new_version = as_int(event.get("new_version"))
@@ -270,14 +299,14 @@ class BatchAgeTracker:
             if call.prompt_id is not None and call.generation_index is not None:
                 self._generated[(call.prompt_id, call.generation_index)] = (run_key, call.began, tokens, tuple(call.cuts))
         elif name in ("rollout_abandon", "rollout_refusal"):
-            self._runs[run_key].calls.pop(key(event.get("attempt_id")), None)  # type: ignore[arg-type]
+            self._runs[run_key].drop(key(event.get("attempt_id")))
         elif name == "rollout_resume":
             self._resume(run_key, event)
         elif name == "group_discard":
             group = key(event.get("group_id"))
             run = self._runs[run_key]
-            for attempt in [a for a, c in run.calls.items() if group is not None and c.group_id == group]:
-                del run.calls[attempt]
+            for attempt in run.members(group):
+                run.drop(attempt)
         elif name == "group_publish":
             self._publish(run_key, event)
         elif name == "train_step":
@@ -289,22 +318,22 @@ class BatchAgeTracker:
         run = self._runs[run_key]
         if attempt is None:
             return
-        run.calls.pop(attempt, None)  # a resume (re)defines the attempt, as a dispatch does
+        run.drop(attempt)  # a resume (re)defines the attempt, as a dispatch does
         prompt, index = key(event.get("prompt_id")), as_int(event.get("generation_index"))
         earlier = self._generated.get((prompt, index)) if prompt is not None and index is not None else None
         if earlier is not None and earlier[0] != run_key:
             _, began, tokens, cuts = earlier
-            run.calls[attempt] = _Call(key(event.get("group_id")), prompt, index, began, list(cuts), tokens, resumed=True)
+            run.define(attempt, _Call(key(event.get("group_id")), prompt, index, began, list(cuts), tokens, resumed=True))
             return
         version, tokens = as_int(event.get("version")), as_int(event.get("tokens"))
         if version is not None and tokens is not None:
-            run.calls[attempt] = _Call(key(event.get("group_id")), prompt, index, version, [], tokens, resumed=True)
+            run.define(attempt, _Call(key(event.get("group_id")), prompt, index, version, [], tokens, resumed=True))
 
     def _publish(self, run_key: str | None, event: dict[str, Any]) -> None:
         step = as_int(event.get("step"))
         group = key(event.get("group_id"))
         run = self._runs[run_key]
-        members = [a for a, c in run.calls.items() if c.group_id == group] if group is not None else []
+        members = run.members(group)
         given = event.get("tokens_by_version")
         if isinstance(given, dict):
             counts: dict[int, int] = {}
@@ -323,8 +352,8 @@ class BatchAgeTracker:
             counts = dict(counts)
         for attempt in members:  # the group has published: its calls are done
             if run.calls[attempt].tokens is not None:
-                del run.calls[attempt]
-        if group is not None:
+                run.drop(attempt)
+        if group is not None and self._keep_group_tokens:
             self.group_tokens[group] = {v: n for v, n in sorted(counts.items()) if n}
         if step is None:
             return
@@ -355,7 +384,7 @@ class BatchAgeTracker:
 
 def tokens_by_version(events: Iterable[dict[str, Any]]) -> dict[str, dict[int, int]]:
     """Each published group's trained tokens, by the weight version that made them."""
-    tracker = BatchAgeTracker()
+    tracker = BatchAgeTracker(keep_group_tokens=True)
     for event in events:
         tracker.observe(event)
     return tracker.group_tokens

@@ -28,6 +28,7 @@ from rlprobe.rollouts.batch_age import EVENTS, BatchAgeTracker, parse_line
 log = logging.getLogger(__name__)
 
 _RESERVED = frozenset({"t", "run_id", "event"})
+_TRACKED = EVENTS - {"group_reserve", "group_admit", "group_seal", "weight_sync", "checkpoint_publish", "checkpoint_restore"}
 _BATCH_LINES = 512
 _CLOSE_TIMEOUT_S = 30.0
 
@@ -134,9 +135,9 @@ class RolloutTrace:
             return
         record = {"t": time.time(), "run_id": self.run_id, "event": event, **fields}
         line = _dumps(record)  # now, so later changes to a passed list cannot leak into the line
-        if self._tracker is not None:
-            with self._lock:
-                self._tracker.observe(json.loads(line))
+        if self._tracker is not None and event in _TRACKED:
+            with self._lock:  # reads the values now, so a list changed later cannot matter
+                self._tracker.observe(record)
         try:
             self._queue.put_nowait(line)
         except queue.Full:
