@@ -33,9 +33,9 @@ def chromium() -> str:
     pytest.skip("chromium is not installed (apt-get install chromium)")
 
 
-def open_in_chromium(html: Path, profile: Path, *extra: str) -> str:
-    """Load the file in headless Chromium and return its stdout (the DOM with --dump-dom)."""
-    cmd = [chromium(), *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=5000", *extra, html.resolve().as_uri()]
+def open_in_chromium(html: Path, profile: Path, *extra: str, fragment: str = "") -> str:
+    """Load the file (at #fragment) in headless Chromium and return its stdout (the DOM with --dump-dom)."""
+    cmd = [chromium(), *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=5000", *extra, html.resolve().as_uri() + fragment]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -61,11 +61,42 @@ def test_charts_render_without_javascript_errors(report: Path, tmp_path: Path) -
     dom = open_in_chromium(report, tmp_path / "profile", "--dump-dom")
     body = body_attrs(dom)
     assert body.get("data-errors") == "0", re.findall(r"<li>JavaScript error:[^<]*</li>", dom)
-    assert int(body["data-charts"]) >= 8
+    assert int(body["data-charts"]) >= 4
     assert body["data-rendered"] == body["data-charts"], body
     assert dom.count("<canvas") >= int(body["data-charts"])
     assert 'class="u-legend' in dom  # uPlot built its legends
     assert "KL_BLOWUP" in dom
+
+
+def visible_samples(dom: str) -> dict[int, int]:
+    """Sample cards the page shows: {card number: step}."""
+    cards = re.findall(r'<article class="sample[^"]*"([^>]*)>', dom)
+    out = {}
+    for attrs in cards:
+        a = dict(re.findall(r'([\w-]+)="([^"]*)"', attrs))
+        if "hidden" not in a:
+            out[int(a["id"].split("-")[1])] = int(a["data-step"])
+    return out
+
+
+def test_a_steps_link_zooms_every_chart_and_the_sample_browser(report: Path, tmp_path: Path) -> None:
+    dom = open_in_chromium(report, tmp_path / "profile", "--dump-dom", fragment="#steps=100-200")
+    ranges = re.findall(r'<figure class="chart"[^>]*data-x-range="([^"]*)"', dom)
+    assert len(ranges) == int(body_attrs(dom)["data-charts"]) and set(ranges) == {"100,200"}, ranges
+    shown = visible_samples(dom)
+    assert shown and all(100 <= step <= 200 for step in shown.values()), shown
+    assert body_attrs(dom).get("data-errors") == "0"
+
+
+def test_a_sample_link_reveals_the_sample(report: Path, tmp_path: Path) -> None:
+    html = report.read_text(encoding="utf-8")
+    cited = re.findall(r'<a class="sample-link" href="#sample-(\d+)"', html)
+    assert cited, "the finding cites no embedded sample"
+    target = int(cited[-1])
+    shown = visible_samples(open_in_chromium(report, tmp_path / "profile", "--dump-dom", fragment=f"#sample-{target}"))
+    assert target in shown
+    cited_cards = {int(n) for n in re.findall(r'<article class="sample cited" id="sample-(\d+)"', html)}
+    assert set(shown) <= cited_cards, "the browser did not switch to the cited samples"
 
 
 def test_a_broken_page_is_noticed(report: Path, tmp_path: Path) -> None:

@@ -92,7 +92,10 @@
     if (key !== "x" || syncing) return;
     syncing = true;
     var mn = u.scales.x.min, mx = u.scales.x.max;
-    plots.forEach(function (p) { if (p !== u) p.setScale("x", { min: mn, max: mx }); });
+    plots.forEach(function (p) {
+      if (p !== u) p.setScale("x", { min: mn, max: mx });
+      p.root.parentNode.setAttribute("data-x-range", Math.round(p.scales.x.min) + "," + Math.round(p.scales.x.max));
+    });
     syncing = false;
     setSampleRange(mn, mx);
   }
@@ -128,7 +131,7 @@
     var opts = {
       width: Math.max(300, el.clientWidth || 600),
       height: 210,
-      scales: { x: { time: false } },
+      scales: { x: { time: false }, y: { range: yRange } },
       series: series,
       bands: bands,
       axes: [{ size: 34 }, { size: 70, values: function (u, vals) { return vals.map(fmt); } }],
@@ -142,6 +145,16 @@
     var plot = new uPlot(opts, values, el);
     plots.push(plot);
     return plot;
+  }
+
+  /* uPlot's default range for a constant series is 0..100; keep a flat line in the middle instead. */
+  function yRange(u, mn, mx) {
+    if (mn == null || mx == null) return [0, 1];
+    if (mn === mx) {
+      var pad = Math.abs(mn) * 0.1 || 1;
+      return [mn - pad, mx + pad];
+    }
+    return uPlot.rangeNum(mn, mx, 0.1, true);
   }
 
   function zoomTo(lo, hi) {
@@ -183,9 +196,17 @@
     });
   });
 
+  /* A link to the report with #steps=A-B opens it zoomed to those steps. */
+  var zoomHash = /^#steps=(-?\d+)-(-?\d+)$/.exec(location.hash);
+  var pendingZoom = zoomHash ? [+zoomHash[1], +zoomHash[2]] : null;
+
   /* ---- sample browser ---- */
   var list = document.getElementById("sample-list");
-  if (!list) { showErrors(); return; }
+  if (!list) {
+    if (pendingZoom) zoomTo(pendingZoom[0], pendingZoom[1]);
+    showErrors();
+    return;
+  }
   var cards = Array.prototype.slice.call(list.querySelectorAll(".sample"));
   var mode = document.getElementById("sample-mode");
   var from = document.getElementById("sample-from");
@@ -226,7 +247,7 @@
   }
 
   function setSampleRange(lo, hi) {
-    if (lo == null || hi == null) return;
+    if (lo == null || hi == null || !from) return;
     var full = lo <= data.step_lo && hi >= data.step_hi;
     from.value = full ? "" : String(Math.ceil(lo));
     to.value = full ? "" : String(Math.floor(hi));
@@ -262,6 +283,7 @@
   });
 
   apply();
+  if (pendingZoom) zoomTo(pendingZoom[0], pendingZoom[1]);
   var m = /^#sample-(\d+)$/.exec(location.hash);
   if (m) reveal(m[1]);
   showErrors();
