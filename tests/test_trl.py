@@ -333,3 +333,22 @@ def test_two_ranks_stop_together_when_rank_zero_halts(model_path: str, tmp_path:
     # rank 0 logs the batch TRL gathered from both ranks: 2 prompts x 4 generations per step
     assert {s.step for s in reader.samples()} == set(range(1, 7))
     assert len(reader.samples(step_from=1, step_to=1)) == 8
+
+
+def test_the_module_imports_without_transformers_and_attach_says_what_to_install(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['transformers'] = sys.modules['trl'] = None\n"
+        "from rlprobe.errors import ToolMissing\n"
+        "from rlprobe.integrations.trl import attach\n"
+        "try:\n"
+        "    attach(object(), 'run')\n"
+        "except ToolMissing as exc:\n"
+        "    print(exc)\n"
+        "print(sorted(m for m in ('torch', 'duckdb') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    message, imported = done.stdout.splitlines()
+    assert 'pip install "rlprobe[trl]"' in message
+    assert imported == "[]"
+    assert not (tmp_path / "run").exists()

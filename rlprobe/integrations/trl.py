@@ -33,7 +33,7 @@ try:
 except ImportError:  # attach() says what to install
     TrainerCallback = object  # type: ignore[assignment,misc]
 
-INSTALL_HINT = 'TRL is not installed: pip install "rlprobe[trl]" (and a torch build first, e.g. pip install torch)'
+INSTALL_HINT = 'TRL is not installed: pip install "rlprobe[trl]" (with the torch build you need installed first)'
 
 ALGORITHMS: dict[str, str] = {
     "GRPOTrainer": "grpo",
