@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from conftest import event, make_run
 from rlprobe.cli import cli
-from rlprobe.errors import NotARecording, RecordingNotFound
+from rlprobe.errors import NoStepsYet, NotARecording, RecordingNotFound
 from rlprobe.report import ReportRefused, render_report
 from rlprobe.report.data import BUCKETS, KEY_SERIES
 
@@ -270,6 +270,10 @@ def test_library_errors(tmp_path: Path, finished_run: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(NotARecording):
         render_report(tmp_path / "empty", tmp_path / "r.html")
+    make_run(tmp_path / "starting", 0, state="live")  # a run that has not flushed a step yet
+    with pytest.raises(NoStepsYet):
+        render_report(tmp_path / "starting", tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
 
 
 @pytest.mark.slow
