@@ -8,6 +8,7 @@ from a file's absolute path to the run directory it belongs to (NULL: a run of i
 
 from __future__ import annotations
 
+import codecs
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -40,9 +41,15 @@ def check_trace_file(path: Path) -> None:
                     f"{path} is not a rollout trace: no line is a JSON object with an \"event\" "
                     "(expected one JSON object per line, as rlprobe.rollouts.RolloutTrace writes)")
             fh.seek(0)
-            fh.read().decode("utf-8")  # the SQL source reads the file as UTF-8 text, whole
-    except UnicodeDecodeError as exc:
-        raise TraceUnreadable(f"{path} is not UTF-8 text (byte {exc.start}): not a rollout trace") from exc
+            decoder, offset = codecs.getincrementaldecoder("utf-8")(), 0
+            # the SQL source reads the file as UTF-8 text, whole: one bad byte fails the query
+            try:
+                while chunk := fh.read(1 << 20):
+                    decoder.decode(chunk)
+                    offset += len(chunk)
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError as exc:
+                raise TraceUnreadable(f"{path} is not UTF-8 text (near byte {offset + exc.start}): not a rollout trace") from exc
     except IsADirectoryError as exc:
         raise TraceUnreadable(f"{path} is a directory, not a trace file") from exc
     except OSError as exc:
