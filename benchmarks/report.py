@@ -133,11 +133,12 @@ def main() -> None:
         for n in sizes:
             run_dir = base / f"run-{n}"
             t0 = time.perf_counter()
-            if not run_dir.exists():
-                n_samples = build(run_dir, "REWARD_HACK_LENGTH", n, 3, every)
+            if run_dir.exists():  # --keep DIR from an earlier run: the same build, reused
+                n_samples = None
+                print(f"  reusing the {n}-step run in {run_dir}")
             else:
-                n_samples = -1
-            print(f"  built the {n}-step run ({n_samples} samples) in {time.perf_counter() - t0:.0f} s")
+                n_samples = build(run_dir, "REWARD_HACK_LENGTH", n, 3, every)
+                print(f"  built the {n}-step run ({n_samples} samples) in {time.perf_counter() - t0:.0f} s")
             out = base / f"report-{n}.html"
             scan = median(times(lambda: open_store(run_dir).table("SELECT * FROM steps"), args.repeats))
             doctor = median(times(lambda: diagnose_path(run_dir), args.repeats))
@@ -178,6 +179,9 @@ def main() -> None:
     if brows:
         print_table("headless Chromium (seconds)",
                     ["run", "page draws in", "chromium wall", "empty page wall (baseline)", "difference", "< 3 s"], brows)
+    params["load_1min_end"] = os.getloadavg()[0]
+    print(f"\n  1-minute load average: {params['load_1min']:.1f} at the start, {params['load_1min_end']:.1f} at the end "
+          f"({info['cpu_count']} cpus): {'a loaded machine, absolute times inflated; compare the ratios' if params['load_1min_end'] > info['cpu_count'] else 'quiet enough'}")
     write_json("report", args.out, {"benchmark": "report", "machine": info, "params": params, "figures": figures})
 
 
