@@ -328,7 +328,7 @@ def test_schema_lists_every_view_and_its_columns() -> None:
             sections[current] = []
         elif line.startswith("    ") and current:
             sections[current].append(line.split()[0])
-    assert set(sections) == {"steps", "samples", "events", "runs", "manifest"}
+    assert set(sections) == {"steps", "samples", "events", "runs", "manifest", "rollout_events", "batch_age"}
     for view, cols in sections.items():
         assert cols[0] == "run_id", view
     assert {"step", "reward_mean", "kl_positional", "wall_time"} <= set(sections["steps"])
@@ -336,6 +336,7 @@ def test_schema_lists_every_view_and_its_columns() -> None:
     assert {"timestamp", "kind", "data"} <= set(sections["events"])
     assert {"status", "steps_recorded", "last_step", "run_dir"} <= set(sections["runs"])
     assert {"schema_version", "trainer_config", "environment"} <= set(sections["manifest"])
+    assert {"step", "batch_age"} <= set(sections["batch_age"])
     assert "v1.steps" in out
 
 

@@ -23,7 +23,7 @@ SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
 SQL_FILES = sorted(SQL_DIR.rglob("*.sql"))
 REQUIRED_KEYS = ("name", "kind", "depends", "doc", "columns")
 FILE_READERS = re.compile(r"\b(read_\w+|glob|parquet_scan|parquet_metadata|parquet_schema|sniff_csv)\s*\(", re.I)
-PUBLIC_VIEWS = ("steps", "samples", "events", "runs", "manifest")
+PUBLIC_VIEWS = ("steps", "samples", "events", "runs", "manifest", "rollout_events", "batch_age")
 
 
 def header_and_body(path: Path) -> tuple[dict[str, list[str]], str]:
