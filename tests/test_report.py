@@ -276,6 +276,27 @@ def test_library_errors(tmp_path: Path, finished_run: Path) -> None:
     assert not (tmp_path / "r.html").exists()
 
 
+def test_a_one_step_spike_survives_downsampling(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run = tmp_path / "spiky"
+    make_run(run, 0, state="import")
+    n = 9_000
+    grad = [1.0] * n
+    grad[4321] = 1000.0
+    loss = [0.5] * n
+    loss[777] = float("nan")
+    pq.write_table(pa.table({"step": pa.array(range(n), pa.int64()), "grad_norm": grad, "loss": loss}), run / "steps.parquet")
+    html = render_report(run, tmp_path / "spiky.html").read_text(encoding="utf-8")
+    charts = {c["title"]: c for c in Page(html).payload()["charts"]}
+    [g] = charts["grad_norm"]["series"]
+    assert len(charts["grad_norm"]["x"]) == BUCKETS and charts["grad_norm"]["banded"]
+    assert max(g["max"]) == 1000.0 and max(g["mean"]) < 1000.0  # the envelope keeps it, the mean dilutes it
+    [lo] = charts["loss"]["series"]
+    assert lo["nonfinite"] == 1 and "(loss: 1 non-finite values)" in html
+
+
 @pytest.mark.slow
 def test_a_100k_step_report_stays_small(tmp_path: Path) -> None:
     """100k steps of 20 metrics and 3 reward components, 8 samples every 10 steps with ~2 kB
