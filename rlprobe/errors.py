@@ -59,3 +59,7 @@ class SelectionMismatch(RlprobeError):
 
 class SelectionExhausted(RlprobeError):
     """A selection table excludes a whole dataset's worth of consecutive prompts."""
+
+
+class RemoteStorageError(RlprobeError):
+    """Object storage (s3://, ...) refused or could not serve a request: credentials, endpoint, a missing client library."""

@@ -66,7 +66,12 @@ def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
         rlprobe doctor out/checkpoint-200/trainer_state.json
     """
     from rlprobe.importers import as_recording
+    from rlprobe.store.engine import is_url
 
+    if is_url(run):  # object storage holds recordings only: nothing there to import
+        if _diagnose(run, as_json, config_path):
+            sys.exit(1)
+        return
     with as_recording(run) as rec:
         if rec.report is not None:
             r = rec.report

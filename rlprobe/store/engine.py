@@ -8,10 +8,11 @@ the views rlprobe itself queries.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import duckdb
 
@@ -20,16 +21,25 @@ from rlprobe.errors import CorruptRecording, NotARecording, QueryError, Recordin
 from rlprobe.schemas import SCHEMA_VERSION
 from rlprobe.store import sqlfiles, versions
 
+if TYPE_CHECKING:
+    from rlprobe.store.remote import RemotePath
+
 _RECORDING_FILES = ("manifest.json", "steps.parquet", "steps", "events.jsonl", "samples")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")  # a scheme: object storage through fsspec
 _TRANSIENT_RETRIES = 3  # a compaction may delete a part between DuckDB's glob and its read
 
 
 @dataclass
 class Target:
-    """What a user pointed at: one run directory or a runs root."""
+    """What a user pointed at: one run directory or a runs root (a local path, or a URL)."""
 
-    path: Path
+    path: Path | RemotePath
     kind: str  # "run" or "root"
+
+    @property
+    def remote(self) -> bool:
+        """True when the target is in object storage (read through fsspec)."""
+        return is_url(str(self.path))
 
 
 @dataclass
@@ -55,6 +65,11 @@ class Store:
 
 def resolve(path: str | os.PathLike[str]) -> Target:
     """Say whether path is a run or a runs root, or raise the error a user can act on."""
+    if is_url(path):
+        from rlprobe.store import remote  # fsspec and its clients load only for URLs
+
+        url, kind = remote.classify(str(path))
+        return Target(url, kind)
     p = Path(path).expanduser()
     if not p.exists():
         raise RecordingNotFound(f"{path}: no such file or directory")
@@ -68,6 +83,11 @@ def resolve(path: str | os.PathLike[str]) -> Target:
     if not any(p.iterdir()):
         raise NotARecording(f"{path} is empty: no rlprobe recording here (yet)")
     return Target(p, "root")
+
+
+def is_url(path: object) -> bool:
+    """True when path is a URL (s3://bucket/prefix, gs://..., memory://...), not a local path."""
+    return isinstance(path, str) and _URL.match(path) is not None and not path.startswith("file://")
 
 
 def _quote(text: str) -> str:
@@ -131,6 +151,10 @@ def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Stor
     """Open a run or a runs root with every view ready."""
     target = resolve(path)
     con = new_connection()
+    if target.remote:
+        from rlprobe.store import remote
+
+        remote.register(con, str(target.path))
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     script = init_script(target, features=False, bind_root=str(sqlfiles.sql_root() / "_bind_without_files"))
@@ -172,6 +196,8 @@ def connect(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
+    if text.startswith("Traceback (most recent call last):"):
+        return text.splitlines()[-1]  # a Python filesystem (fsspec) failed inside DuckDB: its error is the last line
     return text.splitlines()[0] if text else type(exc).__name__
 
 
