@@ -546,18 +546,18 @@ def choose_fields(ctx: Ctx) -> tuple[set[str], dict[str, int]]:
         chosen &= ok | {"reward_mean", "loss", "grad_norm", "lr", "step_time_s", "reward_std"}
     elif profile == "full":
         chosen = set()
-        for f in ok:
+        for f in sorted(ok):  # sorted: a set's order follows the per-process string hash seed
             p = {"kl_positional": 0.5, "repetition_rate": 0.6, "weight_update_ratio": 0.5, "nan_count": 0.5,
                  "inf_count": 0.5, "max_len_hit_frac": 0.7, "optimization_time_s": 0.7}.get(f, 0.9)
             if rng.random() < p:
                 chosen.add(f)
     elif profile == "trl":
         chosen = {f for f in TRL_FIELDS if f in ok} | ({"reward_components"} & ok)
-        for f in ok - chosen:
+        for f in sorted(ok - chosen):
             if rng.random() < 0.25:
                 chosen.add(f)
     else:
-        chosen = {f for f in ok if rng.random() < 0.55}
+        chosen = {f for f in sorted(ok) if rng.random() < 0.55}
     if "nan_count" in chosen or "inf_count" in chosen:
         chosen |= {"nan_count", "inf_count"}
     chosen.add("reward_mean")
