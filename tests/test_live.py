@@ -231,11 +231,11 @@ def test_a_hanging_endpoint_never_stalls_the_watcher(tmp_path: Path, hook_factor
     t0 = time.perf_counter()
     for _ in range(5):  # one in flight, two queued, the rest dropped and counted
         sink(FINDING)
-    assert time.perf_counter() - t0 < 0.5
+    assert time.perf_counter() - t0 < 3.0  # the endpoint hangs for 20 s: a blocking call would take that
     assert sink.dropped == 3 and sink.pending == 3
     t0 = time.perf_counter()
     assert sink.close(0.2) is False
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 5.0  # not the 20 s the hanging post could take
     assert watcher.tick() == [] and watcher.errors == []
 
 

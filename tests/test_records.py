@@ -133,7 +133,7 @@ def test_a_full_queue_drops_and_counts_instead_of_blocking(tmp_path: Path, check
     started = time.perf_counter()
     ids = [writer.record_group(group("", "k", [response(0, 1.0)])) for _ in range(20)]
     elapsed = time.perf_counter() - started
-    assert elapsed < 0.5, f"20 calls against a stuck writer took {elapsed:.2f} s"
+    assert elapsed < 3.0, f"20 calls against a stuck writer took {elapsed:.2f} s"
     c = writer.counters()
     assert c["queued"] + c["dropped"] == 20 and 4 <= c["queued"] <= 5, c  # 4 queued, maybe 1 in the writer's hands
     assert ids.count(None) == c["dropped"]
@@ -167,7 +167,7 @@ def test_close_flushes_for_at_most_its_timeout(tmp_path: Path, checkpoint: Path)
     started = time.perf_counter()
     counters = writer.close(timeout_s=0.3)
     elapsed = time.perf_counter() - started
-    assert 0.25 <= elapsed < 1.0, elapsed
+    assert 0.25 <= elapsed < 3.0, elapsed  # the rest of the queue would take 5 s
     assert counters["pending"] > 50 and counters["written"] < 50, counters
     assert writer.record_group(group("", "k", [])) is None  # closed: nothing more is taken
 

@@ -428,7 +428,7 @@ def test_emit_never_blocks_a_full_queue_drops_and_counts(tmp_path: Path) -> None
         start = time.perf_counter()
         trace.emit("weight_sync", version=v)
         slowest = max(slowest, time.perf_counter() - start)
-    assert slowest < 0.05
+    assert slowest < 1.0  # the disk is stuck for good: a blocking emit would never return
     assert trace.dropped == 90  # 10 fit in the queue, 90 did not
     gate.set()
     trace.close()
