@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 _RECORDING_FILES = ("manifest.json", "steps.parquet", "steps", "events.jsonl", "samples")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")  # a scheme: object storage through fsspec
-_TRANSIENT_RETRIES = 3  # a compaction may delete a part between DuckDB's glob and its read
+_TRANSIENT_RETRIES = 5  # a compaction may delete a part, a flush replace a shard, between DuckDB's glob and its read
 
 
 @dataclass
@@ -223,11 +223,27 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None =
                 continue
             raise QueryError(_first_line(exc)) from exc
         except duckdb.Error as exc:
+            if attempt < _TRANSIENT_RETRIES and _is_replaced_file(exc):
+                time.sleep(0.05 * (attempt + 1))
+                continue
             message = _first_line(exc)
             if "upgrade rlprobe" in message:
                 raise SchemaTooNew(message.split("Error: ", 1)[-1]) from exc
             raise QueryError(message) from exc
     raise AssertionError("unreachable")
+
+
+# What DuckDB 2.0's parquet reader says when a file was replaced (renamed over) between the two
+# times a globbed scan opens it, once to bind and once to read: the open sample shard of a live
+# run is rewritten that way at every flush. A file that is really corrupt still fails, after the
+# retries.
+_REPLACED_FILE_ERRORS = ("TProtocolException", "don't know what type", "invalid TType", "Variable-length int over",
+                         "Could not read enough bytes", "Prefetch registered for bytes outside file")
+
+
+def _is_replaced_file(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(needle in text for needle in _REPLACED_FILE_ERRORS)
 
 
 def _is_vanished_file(exc: BaseException) -> bool:
