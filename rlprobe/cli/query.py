@@ -98,18 +98,27 @@ def query_command(run: str, sql: str, fmt: str, out: str | None) -> None:
 
 @cli.command("sql")
 @run_argument()
-def sql_command(run: str) -> None:
+@click.option("--dialect", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+              help="spark: the portable views transpiled to Spark SQL (sources: rlprobe.spark.register_views).")
+def sql_command(run: str, dialect: str) -> None:
     """Print a self-contained DuckDB script that creates rlprobe's views over RUN_OR_ROOT.
 
     Paths in it are absolute, so it works from any folder, in any DuckDB >= 2.0 session:
     the duckdb CLI (.read views.sql), Python (con.execute(open('views.sql').read())), or a
-    notebook.
+    notebook. With --dialect spark it prints the views and doctor features as Spark SQL temp
+    views over the columns of RUN_OR_ROOT instead (see docs/spark.md).
 
     Example:
 
     \b
         rlprobe sql runs/my-run > views.sql && duckdb -init views.sql
+        rlprobe sql runs/ --dialect spark > views_spark.sql
     """
+    if dialect == "spark":
+        from rlprobe.spark import spark_views
+
+        click.echo(spark_views(run), nl=False)
+        return
     from rlprobe.store import init_script, resolve
 
     click.echo(init_script(resolve(run)), nl=False)

@@ -1,0 +1,146 @@
+"""Turn rlprobe's portable views (sql/v<N>/views, sql/v<N>/detectors) into Spark SQL.
+
+Only `kind: view` and `kind: feature` files are transpiled, never the sources: those read files
+with DuckDB's readers and are rebuilt for Spark with spark.read (rlprobe.spark.sources).
+
+Names: Spark temp views cannot live in a schema, so `v1.steps` becomes the temp view
+`v1_steps` (every view, source and feature of contract v1), and the public views also get
+their plain name (`steps` is `SELECT * FROM v1_steps`), as `main.steps` points at `v1.steps`
+in DuckDB. References are rewritten on sqlglot's syntax tree, never on the SQL text.
+
+Stars are expanded against the columns of the views they read (`s.* EXCLUDE (...)` has no
+open-source Spark spelling), so the SQL is transpiled for one root's columns: a root where
+somebody logged `reward_component.format` gets that column.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from rlprobe.spark.dialect import RlprobeSpark
+from rlprobe.store import sqlfiles
+
+# The sources rlprobe.spark.sources builds; a view that needs another one is not transpiled.
+SPARK_SOURCES = ("src_manifest", "src_steps", "src_samples", "src_events")
+# DuckDB-only things a portable view must never use: they read files or session state.
+_NOT_PORTABLE = re.compile(r"\b(getvariable|read_\w+|glob|parquet_scan|read_text)\s*\(", re.I)
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+Schema = Mapping[str, Mapping[str, str]]  # temp view name -> column -> DuckDB type text
+
+
+class NotTranspilable(ValueError):
+    """A portable view uses something that has no Spark equivalent here."""
+
+
+@dataclass(frozen=True)
+class SparkView:
+    """One transpiled view: the temp view it creates, where it came from, and its SELECT."""
+
+    name: str  # the Spark temp view, v1_<view>
+    view: str  # the view it stands for, as DuckDB names it in schema v1
+    source: sqlfiles.SqlFile
+    select: str
+
+    @property
+    def statement(self) -> str:
+        """The CREATE statement, as `rlprobe sql --dialect spark` prints it."""
+        return f"CREATE OR REPLACE TEMPORARY VIEW {self.name} AS\n{self.select};"
+
+
+def spark_name(name: str, version: int) -> str:
+    """The temp view that stands for v<version>.<name> in Spark."""
+    return f"v{version}_{name}"
+
+
+def portable_files(version: int) -> tuple[list[sqlfiles.SqlFile], list[tuple[sqlfiles.SqlFile, str]]]:
+    """The view and feature files to transpile, in order, and those left out with the reason."""
+    by_name = {f.name: f for f in sqlfiles.load(version)}
+    kept: dict[str, sqlfiles.SqlFile] = {}
+    skipped: list[tuple[sqlfiles.SqlFile, str]] = []
+    for f in sqlfiles.load(version):
+        if f.kind not in ("view", "feature"):
+            continue
+        missing = [d for d in f.depends if d not in SPARK_SOURCES and d not in kept]
+        if missing:
+            why = ", ".join(
+                d if by_name[d].kind == "source" else f"{d} (not transpiled)" for d in missing
+            )
+            skipped.append((f, f"needs {why}, which has no Spark source"))
+            continue
+        kept[f.name] = f
+    return list(kept.values()), skipped
+
+
+def _view_name(create: exp.Expression, f: sqlfiles.SqlFile) -> str:
+    if not isinstance(create, exp.Create) or not isinstance(create.expression, exp.Query):
+        raise NotTranspilable(f"{f.path}: expected one CREATE VIEW ... AS SELECT")
+    return create.this.name
+
+
+def _rename_tables(select: exp.Expression, version: int) -> None:
+    prefix = f"v{version}"
+    for table in list(select.find_all(exp.Table)):
+        if table.db == prefix:
+            table.set("this", exp.to_identifier(spark_name(table.name, version)))
+            table.set("db", None)
+
+
+def _arrays_get_size(select: exp.Expression) -> None:
+    """DuckDB's len() of a list becomes SIZE(); sqlglot reads it as string LENGTH()."""
+    for length in list(select.find_all(exp.Length)):
+        if _is_list(length.this, select):
+            length.replace(exp.ArraySize(this=length.this))
+
+
+def _is_list(node: exp.Expression, root: exp.Expression) -> bool:
+    if node.type and not node.type.is_type(exp.DType.UNKNOWN):
+        return node.type.is_type(exp.DType.ARRAY)
+    if isinstance(node, exp.Split | exp.Array | exp.GenerateSeries):
+        return True
+    if isinstance(node, exp.Column):
+        # a CTE column whose type the annotator did not infer: look at its definition
+        for cte in root.find_all(exp.CTE):
+            if cte.alias_or_name == node.table:
+                for projection in cte.this.expressions:
+                    if projection.alias_or_name == node.name:
+                        inner = projection.this if isinstance(projection, exp.Alias) else projection
+                        return _is_list(inner, root)
+    raise NotTranspilable(f"cannot tell whether {node.sql('duckdb')} is a list or a string (len())")
+
+
+def _quote_names(select: exp.Expression) -> None:
+    for ident in select.find_all(exp.Identifier):
+        if not _PLAIN.match(ident.name):
+            ident.set("quoted", True)
+
+
+def transpile_file(f: sqlfiles.SqlFile, schema: Schema) -> SparkView:
+    """The Spark SQL of one view or feature file, given the columns of the views it reads."""
+    if _NOT_PORTABLE.search(f.sql):
+        raise NotTranspilable(f"{f.path}: uses {_NOT_PORTABLE.search(f.sql).group(1)}(), which is DuckDB-only")
+    create = sqlglot.parse_one(f.sql, read="duckdb")
+    name = _view_name(create, f)
+    select = create.expression
+    _rename_tables(select, f.version)
+    mapping = {t: dict(cols) for t, cols in schema.items()}
+    select = qualify(
+        select, schema=mapping, dialect="duckdb", quote_identifiers=False, identify=False,
+        validate_qualify_columns=False,
+    )
+    annotate_types(select, schema=mapping, dialect="duckdb")
+    _arrays_get_size(select)
+    _quote_names(select)
+    return SparkView(spark_name(name, f.version), name, f, select.sql(dialect=RlprobeSpark, pretty=True))
+
+
+def public_aliases(version: int) -> list[str]:
+    """The plain names (steps, samples, ...) that point at the newest contract's views."""
+    return [f.name for f in sqlfiles.public_views(version)]

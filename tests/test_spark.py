@@ -1,0 +1,299 @@
+"""rlprobe's views on Spark: the transpiled SQL (no Spark needed) and, with a local pyspark
+session, the same queries on DuckDB and on Spark over one root, compared row for row.
+
+The Spark tests are skipped only when Java or pyspark is missing; .ci/run installs pyspark.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlglot
+
+from rlprobe.spark.dialect import RlprobeSpark
+from rlprobe.spark.transpile import NotTranspilable, portable_files, transpile_file
+from rlprobe.store import sqlfiles
+
+
+def spark_sql(duckdb_sql: str) -> str:
+    return sqlglot.transpile(duckdb_sql, read="duckdb", write=RlprobeSpark)[0]
+
+
+# --- the dialect's fixes, one by one: what sqlglot's Spark dialect alone gets wrong -----------
+# (title, DuckDB input, expected Spark SQL)
+DIALECT_CASES = [
+    ("median over a window frame: exact percentile, which Spark allows with a frame",
+     "SELECT median(x) OVER (PARTITION BY r ORDER BY i ROWS BETWEEN 10 PRECEDING AND 10 FOLLOWING) FROM t",
+     "SELECT PERCENTILE(x, 0.5) OVER (PARTITION BY r ORDER BY i NULLS LAST ROWS BETWEEN 10 PRECEDING AND 10 FOLLOWING) FROM t"),
+    ("median aggregate: exact",
+     "SELECT median(x) FROM t",
+     "SELECT PERCENTILE(x, 0.5) FROM t"),
+    ("list_median: sorted NULL-free list, middle element(s)",
+     "SELECT list_median([a, b, c]) FROM t",
+     "SELECT ELEMENT_AT(TRANSFORM(ARRAY(ARRAY_SORT(FILTER(ARRAY(a, b, c), v -> v IS NOT NULL))), s -> "
+     "CASE WHEN SIZE(s) = 0 THEN NULL WHEN SIZE(s) % 2 = 1 THEN s[SIZE(s) DIV 2] "
+     "ELSE (s[SIZE(s) DIV 2 - 1] + s[SIZE(s) DIV 2]) / 2 END), 1) FROM t"),
+    ("list_sum: NULLs skipped, NULL for an empty list",
+     "SELECT list_sum(l) FROM t",
+     "SELECT AGGREGATE(FILTER(l, v -> v IS NOT NULL), CAST(NULL AS DOUBLE), (acc, v) -> COALESCE(acc, 0) + v) FROM t"),
+    ("max(x, n): the n largest values",
+     "SELECT max(x, 2) FROM t",
+     "SELECT SLICE(SORT_ARRAY(COLLECT_LIST(x), FALSE), 1, 2) FROM t"),
+    ("isinf", "SELECT isinf(x) FROM t", "SELECT ABS(x) = CAST('Infinity' AS DOUBLE) FROM t"),
+    ("isfinite (NaN < Infinity is false in Spark)", "SELECT isfinite(x) FROM t",
+     "SELECT ABS(x) < CAST('Infinity' AS DOUBLE) FROM t"),
+    ("isnan of NULL is NULL, as in DuckDB", "SELECT isnan(x) FROM t",
+     "SELECT IF(x IS NULL, NULL, ISNAN(x)) FROM t"),
+    ("hash: 64-bit", "SELECT hash(a, b) FROM t", "SELECT XXHASH64(a, b) FROM t"),
+    ("two unnests in one select list: one generator, lists paired by position",
+     "SELECT r, hash(unnest(l)) AS w, unnest(range(10)) AS pos FROM t",
+     "SELECT r, XXHASH64(_unnested._u0) AS w, _unnested._u1 AS pos FROM t "
+     "LATERAL VIEW INLINE(ARRAYS_ZIP(l, SEQUENCE(0, 9))) _unnested AS _u0, _u1"),
+    ("one top-level unnest stays a plain explode",
+     "SELECT unnest(l) AS x FROM t", "SELECT EXPLODE(l) AS x FROM t"),
+    ("ORDER BY: DuckDB sorts NULLs last, Spark first; sqlglot makes it explicit",
+     "SELECT row_number() OVER (ORDER BY a) AS i, lag(a) OVER (ORDER BY b DESC) FROM t",
+     "SELECT ROW_NUMBER() OVER (ORDER BY a NULLS LAST) AS i, LAG(a) OVER (ORDER BY b DESC) FROM t"),
+    ("UNPIVOT: both engines drop NULL values by default",
+     "SELECT * FROM t UNPIVOT (value FOR metric IN (a, b))",
+     "SELECT * FROM t UNPIVOT(value FOR metric IN (a, b))"),
+]
+
+
+@pytest.mark.parametrize("title,duckdb,expected", DIALECT_CASES, ids=[c[0].split(":")[0] for c in DIALECT_CASES])
+def test_dialect_fix(title: str, duckdb: str, expected: str) -> None:
+    assert spark_sql(duckdb) == expected, title
+
+
+def _file(name: str) -> sqlfiles.SqlFile:
+    return next(f for f in sqlfiles.load(1) if f.name == name)
+
+
+def test_len_of_a_list_is_size_and_len_of_a_string_stays_length() -> None:
+    schema = {"v1_steps": {"run_id": "VARCHAR", "step": "BIGINT", "kl_positional": "DOUBLE[]"}}
+    sql = transpile_file(_file("feat_policy_kl_positional"), schema).select
+    assert "SIZE(v1_steps.kl_positional) >= 2" in sql
+    assert "LENGTH(" not in sql
+    # a CTE column the type annotator cannot type (string_split) is followed to its definition
+    samples = {"v1_samples": {"run_id": "VARCHAR", "step": "BIGINT", "sample_id": "VARCHAR",
+                              "completion_text": "VARCHAR", "truncated": "BOOLEAN", "completion_len": "BIGINT"}}
+    sql = transpile_file(_file("feat_gen_text_repetition"), samples).select
+    assert "SIZE(texts.words) >= 8" in sql and "LENGTH(texts.words)" not in sql
+
+
+def test_star_exclude_is_expanded_against_the_root_columns_and_names_are_rewritten() -> None:
+    src = {"step": "BIGINT", "reward_mean": "DOUBLE", "reward_component.format": "DOUBLE",
+           "rec_dir": "VARCHAR", "run_dir": "VARCHAR", "rank": "BIGINT", "filename": "VARCHAR"}
+    schema = {"v1_src_steps": src, "v1_src_manifest": {"run_dir": "VARCHAR", "run_id": "VARCHAR"}}
+    sql = transpile_file(_file("steps"), schema).select
+    assert "EXCEPT" not in sql and "EXCLUDE" not in sql and "rec_dir AS" not in sql
+    assert "s.`reward_component.format` AS `reward_component.format`" in sql
+    assert "FROM v1_src_steps AS s" in sql and "v1." not in sql
+
+
+def test_only_portable_files_are_transpiled() -> None:
+    files, skipped = portable_files(1)
+    names = {f.name for f in files}
+    assert {"steps", "samples", "events", "runs", "manifest", "doctor_features"} <= names
+    assert all(f.kind in ("view", "feature") for f in files)
+    assert all("src_rollout_trace" in why for _, why in skipped)
+
+
+def test_a_view_reading_files_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bad.sql"
+    path.write_text("-- name: bad\n-- kind: view\nCREATE VIEW v1.bad AS SELECT getvariable('x') AS x;\n")
+    with pytest.raises(NotTranspilable, match="getvariable"):
+        transpile_file(sqlfiles.parse(path, 1), {})
+
+
+# --- the same queries on DuckDB and on Spark -------------------------------------------------
+
+def _spark_available() -> str | None:
+    if shutil.which("java") is None:
+        return "Java is not installed"
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return "pyspark is not installed"
+    return None
+
+
+needs_spark = pytest.mark.skipif(_spark_available() is not None, reason=str(_spark_available()))
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three finished synthetic runs and one live run, with the states the sources must handle."""
+    from rlprobe import Recorder
+    from rlprobe.synth import write_run
+
+    root = tmp_path_factory.mktemp("spark") / "runs"
+    write_run(root / "team" / "healthy", "healthy:steady", n_steps=240, seed=1)
+    write_run(root / "grad", "GRAD_PATHOLOGY", n_steps=200, seed=2)
+    write_run(root / "rep", "REPETITION_SPIRAL", n_steps=200, seed=3)
+    rec = Recorder(root / "live", algorithm="grpo", capture_env=False)
+    for s in range(30):
+        rec.log_step(s, reward_mean=0.1 * s, grad_norm=1.0 + s % 3, loss=float("nan") if s == 7 else 0.5,
+                     kl_positional=[0.1, 0.2, 0.05 * s + 0.001], my_metric=float(s))
+        rec.log_samples(s, [{"prompt_text": "p", "completion_text": f"a b c d e f g h {s}", "reward_total": s % 4,
+                             "completion_len": 9, "group_id": "g"} for _ in range(4)], select=False)
+    rec.log_step(12, reward_mean=99.0)  # a step logged twice: both rows stay until close()
+    rec.log_event("checkpoint", step=10, message="saved", path="x")
+    assert rec.flush()
+    rec.log_step(30, reward_mean=3.0, late_metric=1.0)  # a column that only the second part has
+    assert rec.flush()
+    # the instant of a compaction: steps.parquet renamed in, a part not yet removed
+    (root / "grad" / "steps").mkdir()
+    shutil.copy(next((root / "live" / "steps").glob("part-*.parquet")), root / "grad" / "steps" / "part-000000.parquet")
+    # a torn last line of a killed writer
+    with open(root / "live" / "events.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"timestamp": 1.0, "kind": "chec')
+    # a rank sub-recording: samples and events merge into the run, with the folder's rank
+    (root / "rep" / "rank-001" / "samples").mkdir(parents=True)
+    shutil.copy(root / "rep" / "samples" / "shard-00000.parquet", root / "rep" / "rank-001" / "samples" / "shard-00000.parquet")
+    (root / "rep" / "rank-001" / "events.jsonl").write_text('{"timestamp": 5.0, "kind": "note", "data": {"a": [1, 2]}}\n')
+    return root
+
+
+@pytest.fixture(scope="module")
+def duck(root: Path) -> Any:
+    from rlprobe.store import open_store
+
+    store = open_store(root)
+    store.con.execute("\n".join(f.text for f in sqlfiles.load(1) if f.kind == "feature"))
+    return store.con
+
+
+@pytest.fixture(scope="module")
+def spark(root: Path) -> Any:
+    from pyspark.sql import SparkSession
+
+    from rlprobe.spark import register_views
+
+    session = (
+        SparkSession.builder.master("local[1]").appName("rlprobe-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register_views(session, root)
+    yield session
+    session.stop()
+
+
+def _norm(value: Any, json_col: bool) -> Any:
+    if json_col and isinstance(value, str):
+        return ("json", json.dumps(json.loads(value), sort_keys=True))
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, (list, tuple)):
+        return tuple(_norm(v, False) for v in value)
+    return value
+
+
+def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    # rounded so that float noise in a sort column cannot pair the wrong rows
+    return tuple((v is None, round(v, 6) if isinstance(v, float) else str(v)) for v in row)
+
+
+def _rows(columns: list[str], rows: list[tuple[Any, ...]], json_cols: set[str]) -> list[tuple[Any, ...]]:
+    out = [tuple(_norm(v, c in json_cols) for v, c in zip(row, columns)) for row in rows]
+    return sorted(out, key=_sort_key)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, int) or isinstance(a, int) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12)
+    return a == b
+
+
+# (id, query with {v} for the contract's schema: 'v1.' on DuckDB, 'v1_' on Spark, JSON columns)
+QUERIES = [
+    ("steps", "SELECT * FROM steps", {}),
+    ("samples", "SELECT * FROM samples", {}),
+    ("events", "SELECT * FROM events", {"data"}),
+    ("manifest", "SELECT * FROM manifest", {"trainer_config", "environment"}),
+    ("runs", "SELECT * EXCLUDE (last_write_at) FROM runs", {}),
+    ("runs_last_write", "SELECT run_id, last_write_at FROM runs", {}),
+    ("steps_per_run", "SELECT run_id, count(*) AS n, count(DISTINCT step) AS d, max(step) AS last, "
+                      "sum(reward_mean) AS r FROM steps GROUP BY run_id", {}),
+    ("doctor_series", "SELECT * FROM {v}doctor_series", {}),
+    ("doctor_binned", "SELECT * FROM {v}doctor_binned", {}),
+    ("doctor_baseline", "SELECT * FROM {v}doctor_baseline", {}),
+    ("doctor_features", "SELECT * FROM {v}doctor_features", {}),
+    ("doctor_metric_floors", "SELECT * FROM {v}doctor_metric_floors", {}),
+    ("feat_reward_noise", "SELECT * FROM {v}feat_reward_noise", {}),
+    ("feat_reward_samples", "SELECT * FROM {v}feat_reward_samples", {}),
+    ("feat_opt_grad_spikes", "SELECT * FROM {v}feat_opt_grad_spikes", {}),
+    ("feat_opt_nonfinite", "SELECT * FROM {v}feat_opt_nonfinite", {}),
+    ("feat_opt_offpolicy", "SELECT * FROM {v}feat_opt_offpolicy", {}),
+    ("feat_policy_kl_positional", "SELECT * FROM {v}feat_policy_kl_positional", {}),
+    ("feat_gen_text_repetition", "SELECT * FROM {v}feat_gen_text_repetition", {}),
+]
+
+
+def test_every_transpiled_view_is_compared() -> None:
+    compared = {q[0] for q in QUERIES}
+    files, _ = portable_files(1)
+    for f in files:
+        view = sqlglot.parse_one(f.sql, read="duckdb").this.name
+        assert view in compared, f"{view} is transpiled for Spark but no test compares it with DuckDB"
+
+
+@needs_spark
+@pytest.mark.parametrize("name,query,json_cols", QUERIES, ids=[q[0] for q in QUERIES])
+def test_spark_equals_duckdb(duck: Any, spark: Any, name: str, query: str, json_cols: set[str]) -> None:
+    rel = duck.sql(query.format(v="v1."))
+    d_cols, d_rows = rel.columns, rel.fetchall()
+    # Spark has no SELECT * EXCLUDE: list the columns, the same ones
+    sp_query = query.format(v="v1_")
+    if "EXCLUDE" in sp_query:
+        sp_query = "SELECT " + ", ".join(f"`{c}`" for c in d_cols) + " FROM " + sp_query.rsplit("FROM ", 1)[1]
+    df = spark.sql(sp_query)
+    s_cols, s_rows = df.columns, [tuple(r) for r in df.collect()]
+    assert d_rows, f"{name}: the DuckDB side is empty, the comparison would prove nothing"
+    # fixed columns in the same order; extra metric columns ("extra.<name>") may come in another
+    # order (each engine unions file schemas in its own order), so rows are compared by name
+    assert sorted(s_cols) == sorted(d_cols)
+    fixed = [c for c in d_cols if "." not in c]
+    assert [c for c in s_cols if "." not in c] == fixed
+    order = [s_cols.index(c) for c in d_cols]
+    s_rows = [tuple(r[i] for i in order) for r in s_rows]
+    d_norm, s_norm = _rows(d_cols, d_rows, json_cols), _rows(d_cols, s_rows, json_cols)
+    assert len(s_norm) == len(d_norm), f"{name}: {len(s_norm)} rows on Spark, {len(d_norm)} on DuckDB"
+    for d, s in zip(d_norm, s_norm):
+        assert _same(d, s), f"{name}: DuckDB {d} != Spark {s}"
+
+
+def test_cli_prints_the_spark_views(root: Path) -> None:
+    from click.testing import CliRunner
+
+    from rlprobe.cli import cli
+
+    result = CliRunner().invoke(cli, ["sql", str(root), "--dialect", "spark"])
+    assert result.exit_code == 0, result.output
+    assert "CREATE OR REPLACE TEMPORARY VIEW v1_doctor_features AS" in result.output
+    assert "CREATE OR REPLACE TEMPORARY VIEW steps AS SELECT * FROM v1_steps;" in result.output
+    # the live run's extra metric is a column of this root, quoted for Spark
+    assert "s.`extra.my_metric` AS `extra.my_metric`" in result.output
+    assert "read_parquet" not in result.output and "EXCLUDE" not in result.output
+    assert "-- left out: batch_age" in result.output
+    duckdb_script = CliRunner().invoke(cli, ["sql", str(root)]).output
+    assert duckdb_script.startswith("-- rlprobe") and "SET VARIABLE rlprobe_root" in duckdb_script
