@@ -297,3 +297,39 @@ def test_cli_prints_the_spark_views(root: Path) -> None:
     assert "-- left out: batch_age" in result.output
     duckdb_script = CliRunner().invoke(cli, ["sql", str(root)]).output
     assert duckdb_script.startswith("-- rlprobe") and "SET VARIABLE rlprobe_root" in duckdb_script
+
+
+@needs_spark
+def test_a_root_without_samples_or_events_still_has_every_view(spark: Any, tmp_path: Path) -> None:
+    from rlprobe import Recorder
+    from rlprobe.spark import register_views
+
+    with Recorder(tmp_path / "only", capture_env=False) as rec:
+        for s in range(20):
+            rec.log_step(s, loss=1.0 / (s + 1))
+    (tmp_path / "only" / "events.jsonl").unlink()
+    session = spark.newSession()  # its own temp views: the module's root stays registered
+    names = register_views(session, tmp_path)
+    assert {"steps", "samples", "events", "runs", "manifest", "v1_doctor_features"} <= set(names)
+    assert session.sql("SELECT count(*) FROM samples").collect()[0][0] == 0
+    assert session.sql("SELECT count(*) FROM events").collect()[0][0] == 0
+    assert session.table("samples").columns[:4] == ["run_id", "rank", "step", "sample_id"]
+    row = session.sql("SELECT count(*), count(kl_positional), count(loss) FROM steps").collect()[0]
+    assert tuple(row) == (20, 0, 20)
+    assert session.sql("SELECT status, steps_recorded FROM runs").collect()[0] == ("closed", 20)
+
+
+@needs_spark
+def test_a_newer_recording_format_fails_the_query(spark: Any, tmp_path: Path) -> None:
+    from rlprobe.spark import sources
+
+    run = tmp_path / "future"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"schema_version": 2, "run_id": "x"}))
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "manifest.json").write_text("{not json")
+    with pytest.raises(Exception, match="upgrade rlprobe"):
+        sources.manifest(spark, str(tmp_path)).collect()
+    (run / "manifest.json").unlink()
+    rows = sources.manifest(spark, str(tmp_path)).collect()
+    assert [(r.run_dir.endswith("/ok"), r.manifest_ok, r.run_id) for r in rows] == [(True, False, None)]
