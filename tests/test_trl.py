@@ -321,7 +321,7 @@ def test_two_ranks_stop_together_when_rank_zero_halts(model_path: str, tmp_path:
     script = tmp_path / "train.py"
     script.write_text(DISTRIBUTED_SCRIPT)
     detectors = halting_config["doctor"]["custom_detectors"]
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script), model_path, detectors, str(tmp_path)]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script), model_path, detectors, str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
