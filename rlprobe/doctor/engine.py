@@ -59,7 +59,7 @@ def _diagnose_connection(
     cfg: DoctorConfig,
     session: "_RootSession | None" = None,
 ) -> list[Diagnosis]:
-    features_by_run = _split(session.features if session is not None else run(con, _FEATURES_SQL), "run_id")
+    features_by_run = _split(run(con, _FEATURES_SQL), "run_id") if session is None else {}
     detectors = all_detectors()
     out = []
 
@@ -72,6 +72,7 @@ def _diagnose_connection(
         run_id = info["run_id"]
         if session is not None:
             session.focus(run_id)
+            features_by_run = session.features_by_run
         per_metric = {
             metric: MetricFeatures.from_table(metric, rows)
             for metric, rows in _split(features_by_run.get(run_id, pa.table({"metric": pa.array([], pa.string())})), "metric").items()
@@ -129,61 +130,87 @@ def _materialize(con: duckdb.DuckDBPyConnection) -> None:
     _create_features(con)
 
 
+# Runs whose steps add up to about this many are diagnosed together: one feature pass, one pass
+# per feat_* view. It bounds the memory of the window passes on a root of thousands of runs.
+_CHUNK_STEPS = 1_000_000
+_IN_CHUNK = "list_contains(getvariable('rlprobe_doctor_runs'), run_id)"
+_IN_RUN = "run_id = getvariable('rlprobe_doctor_run')"
+
+
 class _RootSession:
     """Diagnosing many runs over one connection.
 
-    The features pass runs once over every run. Then v1.steps and v1.samples are narrowed to
-    the run being diagnosed, so a detector's follow-up query costs one run, not the root; and a
-    `feat_*` view is computed for every run the first time a detector asks for it (one pass),
-    then served from that table filtered by run.
+    Runs are taken in chunks of about _CHUNK_STEPS steps. For a chunk the features pass runs
+    once over all its runs; then v1.steps and v1.samples are narrowed to the run being
+    diagnosed, so a detector's follow-up query costs one run, not the root; and a `feat_*` view
+    is computed for the whole chunk the first time a detector asks for it (one pass), then
+    served from that table filtered by run.
     """
 
     _FEAT = re.compile(r"\bv1\.(feat_\w+)")
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, runs: list[dict[str, Any]], chunk_steps: int | None = None) -> None:
         self.con = con
-        self.features = run(con, _FEATURES_SQL)
+        chunk_steps = chunk_steps or _CHUNK_STEPS
+        self.chunk_of: dict[str, int] = {}
+        self.chunks: list[list[str]] = []
+        size = 0
+        for info in runs:
+            if not self.chunks or size + int(info["steps"]) > chunk_steps and self.chunks[-1]:
+                self.chunks.append([])
+                size = 0
+            self.chunks[-1].append(info["run_id"])
+            self.chunk_of[info["run_id"]] = len(self.chunks) - 1
+            size += int(info["steps"])
+        self.current: int | None = None
+        self.features_by_run: dict[str, pa.Table] = {}
         self.cached: set[str] = set()
-        self.run_id: str | None = None
-        self._narrow(("steps", "samples"), "doctor_")
 
-    def _narrow(self, views: Iterable[str], table_prefix: str) -> None:
+    def _point(self, views: Iterable[str], table_prefix: str, where: str) -> None:
         for view in views:
-            run(
-                self.con,
-                f"CREATE OR REPLACE VIEW v1.{view} AS SELECT * FROM {table_prefix}{view} "
-                "WHERE run_id = getvariable('rlprobe_doctor_run')",
-                fetch="none",
-            )
+            run(self.con, f"CREATE OR REPLACE VIEW v1.{view} AS SELECT * FROM {table_prefix}{view} WHERE {where}", fetch="none")
+
+    def _load_chunk(self, index: int) -> None:
+        if self.cached:
+            _create_features(self.con)  # the feat_* views over v1.steps again, not over the last chunk's tables
+        for name in self.cached:
+            run(self.con, f"DROP TABLE IF EXISTS doctor_cache_{name}", fetch="none")
+        self.cached = set()
+        self.current = index
+        run(self.con, "SET VARIABLE rlprobe_doctor_runs = ?", [self.chunks[index]], fetch="none")
+        self._point(("steps", "samples"), "doctor_", _IN_CHUNK)
+        self.features_by_run = _split(run(self.con, _FEATURES_SQL), "run_id")
+        self._point(("steps", "samples"), "doctor_", _IN_RUN)
 
     def focus(self, run_id: str) -> None:
-        """Point the narrowed views at one run."""
-        self.run_id = run_id
+        """Point the narrowed views at one run (computing its chunk's features first if needed)."""
+        if self.chunk_of[run_id] != self.current:
+            self._load_chunk(self.chunk_of[run_id])
         run(self.con, "SET VARIABLE rlprobe_doctor_run = ?", [run_id], fetch="none")
 
     def cache_features_of(self, sql: str) -> None:
-        """Compute (once, for every run) the feat_* views a detector query reads."""
+        """Compute (once, for every run of the chunk) the feat_* views a detector query reads."""
         names = [n for n in dict.fromkeys(self._FEAT.findall(sql)) if n not in self.cached]
         if not names:
             return
-        already = sorted(self.cached)
-        # widen everything a feat_* view may read to the whole root for the one pass
-        for view, table in [("steps", "doctor_steps"), ("samples", "doctor_samples")] + [(n, f"doctor_cache_{n}") for n in already]:
-            run(self.con, f"CREATE OR REPLACE VIEW v1.{view} AS SELECT * FROM {table}", fetch="none")
+        # widen everything a feat_* view may read to the chunk for the one pass
+        self._point(("steps", "samples"), "doctor_", _IN_CHUNK)
+        for name in sorted(self.cached):
+            run(self.con, f"CREATE OR REPLACE VIEW v1.{name} AS SELECT * FROM doctor_cache_{name}", fetch="none")
         try:
             for name in names:
                 run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id", fetch="none")
                 self.cached.add(name)
         finally:
-            self._narrow(("steps", "samples"), "doctor_")
-            self._narrow(sorted(self.cached), "doctor_cache_")
+            self._point(("steps", "samples"), "doctor_", _IN_RUN)
+            self._point(sorted(self.cached), "doctor_cache_", _IN_RUN)
 
 
 def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None) -> list[Diagnosis]:
     """Diagnose a run or every run below a root; runs without steps are left out.
 
-    A root is read once and its features computed in one SQL pass for all runs; each
-    detector's follow-up queries then see only the run being diagnosed.
+    A root is read once and its features computed in one SQL pass per chunk of runs (about a
+    million steps); each detector's follow-up queries then see only the run being diagnosed.
     """
     cfg = load_config(config_path, config)
     store = open_store(path)
@@ -193,7 +220,7 @@ def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[s
     _materialize(store.con)
     if len(runs) == 1:
         return _diagnose_connection(store.con, runs, cfg)
-    return _diagnose_connection(store.con, runs, cfg, _RootSession(store.con))
+    return _diagnose_connection(store.con, runs, cfg, _RootSession(store.con, runs))
 
 
 def diagnose(run_dir: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None) -> list[Finding]:
