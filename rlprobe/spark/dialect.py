@@ -12,6 +12,11 @@ Each fix is an entry in a table, as sqlglot's dialects do it. What each one is f
   and Spark would return a scalar; here it is the first n of the sorted, NULL-free values.
 - ``isinf``/``isfinite``: no such Spark functions; ``isnan``: Spark returns false for NULL
   where DuckDB returns NULL (``NOT isnan(x)`` would keep NULL rows).
+- Result types DuckDB gives and Spark does not: ``row_number()`` and the other ranking windows
+  are BIGINT (Spark: INT), ``range(n)`` lists BIGINT (Spark's ``sequence(0, n)``: INT), and
+  ``avg`` of a DECIMAL (``avg(CASE WHEN ... THEN 1.0 ELSE 0.0 END)``) a DOUBLE where Spark keeps a
+  DECIMAL rounded to a few digits; every ``avg`` argument is cast to DOUBLE, which changes
+  nothing for the other types.
 - ``hash(...)``: Spark's ``hash`` is 32-bit; ``xxhash64`` keeps collisions as rare as DuckDB's
   64-bit hash. The views only compare hashes for equality, never their values.
 - Several ``unnest(...)`` in one select list, or one nested in an expression: Spark allows one
@@ -27,6 +32,7 @@ the list cast to a string.
 from __future__ import annotations
 
 from sqlglot import exp, transforms
+from sqlglot.dialects.dialect import sequence_sql
 from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 
@@ -85,6 +91,19 @@ def _max(self: SparkGenerator, expression: exp.Max) -> str:
     return f"SLICE(SORT_ARRAY(COLLECT_LIST({self.sql(expression.this)}), FALSE), 1, {self.sql(count)})"
 
 
+def _bigint(e: exp.Expression | None) -> exp.Expression | None:
+    return e if e is None else exp.cast(e.copy(), exp.DType.BIGINT)
+
+
+def _range(self: SparkGenerator, expression: exp.GenerateSeries) -> str:
+    bounds = expression.copy()
+    bounds.set("start", _bigint(expression.args.get("start")))
+    bounds.set("end", _bigint(expression.args.get("end")))
+    return sequence_sql(self, bounds)
+
+
+_RANKING = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile)
+
 _ANONYMOUS = {
     "LIST_MEDIAN": lambda self, e: _list_median(self, e.expressions[0]),
     "LIST_SUM": lambda self, e: _list_sum(self, e.expressions[0]),
@@ -101,6 +120,8 @@ class RlprobeSpark(Spark):
             **SparkGenerator.TRANSFORMS,
             exp.Median: lambda self, e: self.func("PERCENTILE", e.this, exp.Literal.number(0.5)),
             exp.Max: _max,
+            exp.Avg: lambda self, e: self.func("AVG", exp.cast(e.this.copy(), exp.DType.DOUBLE)),
+            exp.GenerateSeries: _range,
             exp.IsInf: lambda self, e: f"ABS({self.sql(e.this)}) = {_INF}",
             exp.IsNan: lambda self, e: f"IF({self.sql(e.this)} IS NULL, NULL, ISNAN({self.sql(e.this)}))",
             exp.Select: transforms.preprocess(
@@ -113,6 +134,13 @@ class RlprobeSpark(Spark):
                 ]
             ),
         }
+
+        def window_sql(self, expression: exp.Window) -> str:
+            """Ranking windows as BIGINT, DuckDB's type (Spark's row_number() is an INT)."""
+            sql = super().window_sql(expression)
+            if isinstance(expression.this, _RANKING) and not isinstance(expression.parent, exp.Cast):
+                return f"CAST({sql} AS BIGINT)"
+            return sql
 
         def anonymous_sql(self, expression: exp.Anonymous) -> str:
             """Spark spellings of the DuckDB functions sqlglot passes through by name."""
