@@ -218,7 +218,7 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None =
                 return rel.columns, [str(t) for t in rel.types], rel.to_arrow_table()
             return rel.to_arrow_table()
         except duckdb.IOException as exc:
-            if attempt < _TRANSIENT_RETRIES and _is_vanished_file(exc):
+            if attempt < _TRANSIENT_RETRIES and (_is_vanished_file(exc) or _is_replaced_file(exc)):
                 time.sleep(0.05 * (attempt + 1))
                 continue
             raise QueryError(_first_line(exc)) from exc
