@@ -178,3 +178,26 @@ def test_readers_see_every_flushed_row_and_no_torn_one_while_writers_record(tmp_
     assert not (root / "team-b" / "deep" / "w2" / "steps.parquet").exists()
     assert steps_seen == expected and samples_seen == {k: 2 * n for k, n in expected.items()}
     print(f"{queries} queries while 3 writers recorded; {len(retried)} retried reads of a replaced shard")
+
+
+def test_a_really_corrupt_shard_still_fails_after_the_retries(tmp_path: Path) -> None:
+    """The retries for a shard replaced mid-read must not hide a shard that is broken for good."""
+    import pyarrow.parquet as pq
+
+    from conftest import make_run
+    from rlprobe.errors import QueryError
+
+    run = tmp_path / "run"
+    make_run(run, 4, samples_per_step=2)
+    shard = run / "samples" / "shard-00000.parquet"
+    data = bytearray(shard.read_bytes())
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    data[footer:footer + 64] = bytes(64)  # zero the start of the footer's thrift metadata
+    shard.write_bytes(bytes(data))
+    store = open_store(run)
+    t0 = time.monotonic()
+    with pytest.raises(QueryError, match="TProtocolException"):  # one of the errors that are retried
+        store.rows("SELECT count(*), sum(reward_total) FROM samples")
+    assert time.monotonic() - t0 < 10
+    assert pq.read_metadata(run / "steps.parquet").num_rows == 4  # the rest of the run is intact
+    assert store.rows("SELECT count(*) FROM steps")[2] == [(4,)]
