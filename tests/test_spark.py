@@ -88,13 +88,22 @@ def _file(name: str) -> sqlfiles.SqlFile:
 def test_len_of_a_list_is_size_and_len_of_a_string_stays_length() -> None:
     schema = {"v1_steps": {"run_id": "VARCHAR", "step": "BIGINT", "kl_positional": "DOUBLE[]"}}
     sql = transpile_file(_file("feat_policy_kl_positional"), schema).select
-    assert "SIZE(v1_steps.kl_positional) >= 2" in sql
+    assert "CAST(ARRAY_SIZE(v1_steps.kl_positional) AS BIGINT) >= 2" in sql
     assert "LENGTH(" not in sql
     # a CTE column the type annotator cannot type (string_split) is followed to its definition
     samples = {"v1_samples": {"run_id": "VARCHAR", "step": "BIGINT", "sample_id": "VARCHAR",
                               "completion_text": "VARCHAR", "truncated": "BOOLEAN", "completion_len": "BIGINT"}}
     sql = transpile_file(_file("feat_gen_text_repetition"), samples).select
-    assert "SIZE(texts.words) >= 8" in sql and "LENGTH(texts.words)" not in sql
+    assert "CAST(ARRAY_SIZE(texts.words) AS BIGINT) >= 8" in sql and "LENGTH(texts.words)" not in sql
+
+
+def test_a_double_cast_to_an_integer_rounds_half_to_even_as_in_duckdb(tmp_path: Path) -> None:
+    path = tmp_path / "casts.sql"
+    path.write_text("-- name: casts\n-- kind: view\nCREATE VIEW v1.casts AS SELECT CAST(x AS BIGINT) AS a, "
+                    "CAST(floor(x) AS BIGINT) AS b, CAST(n AS BIGINT) AS c FROM v1.t;\n")
+    sql = transpile_file(sqlfiles.parse(path, 1), {"v1_t": {"x": "DOUBLE", "n": "INTEGER"}}).select
+    assert "CAST(BROUND(v1_t.x) AS BIGINT) AS a" in sql
+    assert "CAST(FLOOR(v1_t.x) AS BIGINT) AS b" in sql and "CAST(v1_t.n AS BIGINT) AS c" in sql
 
 
 def test_star_exclude_is_expanded_against_the_root_columns_and_names_are_rewritten() -> None:
@@ -217,6 +226,8 @@ def _norm(value: Any, json_col: bool) -> Any:
 def _type(duckdb_type: str) -> str:
     """A column type up to what the engines legitimately spell differently."""
     t = duckdb_type.upper()
+    if t == "INT":
+        return "INTEGER"  # one type, two spellings
     if t in ("VARCHAR", "TEXT", "JSON", "STRING"):
         return "STRING"  # Spark has no JSON type: JSON columns are JSON text
     if t == "HUGEINT":
@@ -228,7 +239,7 @@ def _type(duckdb_type: str) -> str:
 
 def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
     # rounded so that float noise in a sort column cannot pair the wrong rows
-    return tuple((v is None, round(v, 6) if isinstance(v, float) else str(v)) for v in row)
+    return tuple((v is None, 0, round(v, 6), "") if isinstance(v, float) else (v is None, 1, 0.0, str(v)) for v in row)
 
 
 def _rows(columns: list[str], rows: list[tuple[Any, ...]], json_cols: set[str]) -> list[tuple[Any, ...]]:
@@ -360,3 +371,44 @@ def test_a_newer_recording_format_fails_the_query(spark: Any, tmp_path: Path) ->
     (run / "manifest.json").unlink()
     rows = sources.manifest(spark, str(tmp_path)).collect()
     assert [(r.run_dir.endswith("/ok"), r.manifest_ok, r.run_id) for r in rows] == [(True, False, None)]
+
+
+# Each fix of the dialect, run: the same SELECT on both engines over the same small table,
+# with the values that tell the semantics apart (NULL, NaN, inf, ties, even/odd lengths).
+FIXES_TABLE = """(VALUES
+    (1, 2.5::DOUBLE, [1.0, NULL, 3.0]::DOUBLE[], 'a b  c'),
+    (1, -2.5::DOUBLE, [4.0, 2.0]::DOUBLE[], ''),
+    (1, 2.7::DOUBLE, []::DOUBLE[], NULL),
+    (2, 'NaN'::DOUBLE, [NULL]::DOUBLE[], 'x'),
+    (2, 'Infinity'::DOUBLE, ['NaN'::DOUBLE, 1.0, 0.0]::DOUBLE[], 'y y'),
+    (2, NULL, NULL, 'z')) AS t(g, x, l, s)"""
+FIXES = [
+    ("casts", "SELECT g, x, CAST(x AS BIGINT) AS r FROM {t} WHERE abs(x) < 10"),
+    ("finite", "SELECT g, x, isnan(x) AS a, isinf(x) AS b, isfinite(x) AS c FROM {t}"),
+    ("lists", "SELECT g, l, list_median(l) AS m, list_sum(l) AS s, len(l) AS n, len(s) AS chars FROM {t}"),
+    ("list_of_a_literal", "SELECT g, list_median([x, x + 1, NULL]) AS m FROM {t} WHERE isfinite(x)"),
+    ("top_n", "SELECT g, max(x, 2) AS top2, median(x) AS med, avg(CASE WHEN x > 0 THEN 1.0 ELSE 0.0 END) AS f "
+              "FROM {t} WHERE isfinite(x) GROUP BY g"),
+    ("sliding_median", "SELECT x, median(x) OVER (ORDER BY x ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS m, "
+                       "row_number() OVER (ORDER BY x) AS i FROM {t} WHERE isfinite(x)"),
+    ("parallel_unnest", "SELECT g, s, unnest(string_split(s, ' ')) AS w, unnest(range(len(string_split(s, ' ')))) AS p "
+                        "FROM {t} WHERE s IS NOT NULL"),
+]
+
+
+@needs_spark
+@pytest.mark.parametrize("name,query", FIXES, ids=[f[0] for f in FIXES])
+def test_each_fix_gives_duckdbs_answer_on_spark(spark: Any, tmp_path: Path, name: str, query: str) -> None:
+    import duckdb
+
+    from rlprobe.spark import _columns
+
+    path = tmp_path / "fix.sql"
+    path.write_text(f"-- name: fix\n-- kind: view\nCREATE VIEW v1.fix AS {query.format(t=FIXES_TABLE)};\n")
+    rel = duckdb.sql(query.format(t=FIXES_TABLE))
+    d_cols, d_rows = rel.columns, rel.fetchall()
+    df = spark.sql(transpile_file(sqlfiles.parse(path, 1), {}).select)
+    assert df.columns == d_cols
+    assert {c: _type(t) for c, t in _columns(df).items()} == {c: _type(str(t)) for c, t in zip(d_cols, rel.types)}
+    d_norm, s_norm = _rows(d_cols, d_rows, set()), _rows(d_cols, [tuple(r) for r in df.collect()], set())
+    assert len(d_norm) == len(s_norm) and all(_same(d, s) for d, s in zip(d_norm, s_norm)), (d_norm, s_norm)

@@ -24,7 +24,8 @@ Each fix is an entry in a table, as sqlglot's dialects do it. What each one is f
   ``LATERAL VIEW INLINE(ARRAYS_ZIP(...))``, which pairs the lists by position exactly as
   DuckDB's parallel unnests do (the shorter padded with NULLs).
 
-``len(list)`` is fixed before generation, in ``rlprobe.spark.transpile``, because it needs the
+``len(list)`` (``ARRAY_SIZE``, NULL for NULL where Spark's ``SIZE`` gives -1 outside ANSI mode)
+is fixed before generation, in ``rlprobe.spark.transpile``, because it needs the
 argument's type: sqlglot reads DuckDB's ``len`` as string ``LENGTH``, which Spark would apply to
 the list cast to a string.
 """
@@ -119,6 +120,10 @@ class RlprobeSpark(Spark):
         TRANSFORMS = {
             **SparkGenerator.TRANSFORMS,
             exp.Median: lambda self, e: self.func("PERCENTILE", e.this, exp.Literal.number(0.5)),
+            # SIZE(NULL) is -1 unless ANSI mode is on; ARRAY_SIZE(NULL) is NULL, as DuckDB's len()
+            # and both lengths BIGINT, DuckDB's type (Spark's are INT)
+            exp.ArraySize: lambda self, e: f"CAST({self.func('ARRAY_SIZE', e.this)} AS BIGINT)",
+            exp.Length: lambda self, e: f"CAST({self.func('LENGTH', e.this)} AS BIGINT)",
             exp.Max: _max,
             exp.Avg: lambda self, e: self.func("AVG", exp.cast(e.this.copy(), exp.DType.DOUBLE)),
             exp.GenerateSeries: _range,

@@ -100,6 +100,22 @@ def _arrays_get_size(select: exp.Expression) -> None:
             length.replace(exp.ArraySize(this=length.this))
 
 
+_INTEGERS = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT)
+
+
+def _casts_round(select: exp.Expression) -> None:
+    """DuckDB casts a DOUBLE to an integer by rounding half to even (2.5 -> 2, 2.7 -> 3) and a
+    DECIMAL by rounding half away from zero; Spark truncates both (2.7 -> 2)."""
+    for cast in list(select.find_all(exp.Cast)):
+        source = cast.this.type
+        if not cast.to.is_type(*_INTEGERS) or source is None or isinstance(cast.this, exp.Floor | exp.Ceil | exp.Round):
+            continue  # floor(), ceil() and round() are whole already
+        if source.is_type(exp.DType.DOUBLE, exp.DType.FLOAT):
+            cast.set("this", exp.func("BROUND", cast.this.copy()))
+        elif source.is_type(exp.DType.DECIMAL):
+            cast.set("this", exp.Round(this=cast.this.copy()))
+
+
 def _is_list(node: exp.Expression, root: exp.Expression) -> bool:
     if node.type and not node.type.is_type(exp.DType.UNKNOWN):
         return node.type.is_type(exp.DType.ARRAY)
@@ -137,6 +153,7 @@ def transpile_file(f: sqlfiles.SqlFile, schema: Schema) -> SparkView:
     )
     annotate_types(select, schema=mapping, dialect="duckdb")
     _arrays_get_size(select)
+    _casts_round(select)
     _quote_names(select)
     return SparkView(spark_name(name, f.version), name, f, select.sql(dialect=RlprobeSpark, pretty=True))
 
