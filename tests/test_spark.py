@@ -307,9 +307,9 @@ def test_spark_equals_duckdb(duck: Any, spark: Any, name: str, query: str, json_
     assert sorted(s_cols) == sorted(d_cols)
     fixed = [c for c in d_cols if "." not in c]
     assert [c for c in s_cols if "." not in c] == fixed
-    from rlprobe.spark import _columns
+    from rlprobe.spark import column_types
 
-    s_types = _columns(df)
+    s_types = column_types(df)
     d_types = dict(zip(d_cols, (str(t) for t in rel.types)))
     assert {c: _type(t) for c, t in s_types.items()} == {c: _type(t) for c, t in d_types.items()}
     order = [s_cols.index(c) for c in d_cols]
@@ -401,7 +401,7 @@ FIXES = [
 def test_each_fix_gives_duckdbs_answer_on_spark(spark: Any, tmp_path: Path, name: str, query: str) -> None:
     import duckdb
 
-    from rlprobe.spark import _columns
+    from rlprobe.spark import column_types
 
     path = tmp_path / "fix.sql"
     path.write_text(f"-- name: fix\n-- kind: view\nCREATE VIEW v1.fix AS {query.format(t=FIXES_TABLE)};\n")
@@ -409,6 +409,6 @@ def test_each_fix_gives_duckdbs_answer_on_spark(spark: Any, tmp_path: Path, name
     d_cols, d_rows = rel.columns, rel.fetchall()
     df = spark.sql(transpile_file(sqlfiles.parse(path, 1), {}).select)
     assert df.columns == d_cols
-    assert {c: _type(t) for c, t in _columns(df).items()} == {c: _type(str(t)) for c, t in zip(d_cols, rel.types)}
+    assert {c: _type(t) for c, t in column_types(df).items()} == {c: _type(str(t)) for c, t in zip(d_cols, rel.types)}
     d_norm, s_norm = _rows(d_cols, d_rows, set()), _rows(d_cols, [tuple(r) for r in df.collect()], set())
     assert len(d_norm) == len(s_norm) and all(_same(d, s) for d, s in zip(d_norm, s_norm)), (d_norm, s_norm)

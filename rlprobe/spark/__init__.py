@@ -16,7 +16,7 @@ from typing import Any
 
 from rlprobe.spark.transpile import SparkView, portable_files, public_aliases, spark_name, transpile_file
 
-__all__ = ["register_views", "spark_views", "SparkView"]
+__all__ = ["SparkView", "column_types", "register_views", "spark_views"]
 
 
 def _root(root: str | os.PathLike[str]) -> str:
@@ -35,7 +35,8 @@ def _duckdb_type(spark_type: Any) -> str:
     return exp.DataType.build(spark_type.simpleString(), dialect="spark").sql("duckdb")
 
 
-def _columns(df: Any) -> dict[str, str]:
+def column_types(df: Any) -> dict[str, str]:
+    """Column name -> DuckDB type text of a Spark DataFrame (what the transpiler and tests compare)."""
     return {f.name: _duckdb_type(f.dataType) for f in df.schema.fields}
 
 
@@ -52,13 +53,13 @@ def register_views(spark: Any, root: str | os.PathLike[str], version: int | None
         name = spark_name(source, version)
         df = build(spark, path)
         df.createOrReplaceTempView(name)
-        schema[name] = _columns(df)
+        schema[name] = column_types(df)
         names.append(name)
     files, _skipped = portable_files(version)
     for f in files:
         view = transpile_file(f, schema)
         spark.sql(view.statement.rstrip(";"))
-        schema[view.name] = _columns(spark.table(view.name))
+        schema[view.name] = column_types(spark.table(view.name))
         names.append(view.name)
     for alias in public_aliases(version):
         if spark_name(alias, version) in schema:
