@@ -6,6 +6,7 @@ recording back the way a user would, through `rlprobe.RunReader`.
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -352,3 +353,34 @@ def test_the_module_imports_without_transformers_and_attach_says_what_to_install
     assert 'pip install "rlprobe[trl]"' in message
     assert imported == "[]"
     assert not (tmp_path / "run").exists()
+
+
+def test_grpo_groups_become_inference_records_when_a_writer_is_given(model_path: str, tmp_path: Path) -> None:
+    from rlprobe.records import RecordsWriter, build_protocol, summarize
+
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text("{}")
+    writer = RecordsWriter(tmp_path / "records", run_name="tiny-grpo", checkpoint=checkpoint,
+                           protocol=build_protocol({"temperature": 1.0}), responses="all")
+    trainer = grpo(model_path, tmp_path, max_steps=3)
+    attach(trainer, tmp_path / "run", capture_env=False, records=writer)
+    trainer.train()
+    counters = writer.close()
+
+    assert counters["dropped"] == counters["failed"] == counters["pending"] == 0
+    lines = [json.loads(line) for path in (tmp_path / "records").rglob("records-*.jsonl") for line in path.read_text().splitlines()]
+    groups = [row for row in lines if row["kind"] == "group"]
+    consumed = [row for row in lines if row["kind"] == "disposition"]
+    per_step = trainer.args.per_device_train_batch_size * trainer.args.gradient_accumulation_steps // trainer.num_generations
+    assert len(groups) == 3 * per_step and len(consumed) == len(groups)
+    assert {len(g["responses"]) for g in groups} == {trainer.num_generations}
+    assert {d["disposition"] for d in consumed} == {"consumed"}
+    assert {g["observation_id"] for g in groups} == {d["observation_id"] for d in consumed}
+    # the rewards recorded are the ones the recording's samples hold
+    recorded = {s.reward_total for s in RunReader(tmp_path / "run").samples()}
+    assert {r["reward"] for g in groups for r in g["responses"]} >= recorded
+    assert RunReader(tmp_path / "run").events(kind="train_end")[0].data["records"]["written"] == 2 * len(groups)
+    summarize(tmp_path / "records", tmp_path / "summary")
+    prompts = [json.loads(line) for line in (tmp_path / "summary" / "prompts.jsonl").read_text().splitlines()]
+    assert sum(p["groups"]["total"] for p in prompts) == len(groups)  # rlprobe records summarize reads them

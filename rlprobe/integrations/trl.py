@@ -60,6 +60,7 @@ def attach(
     on_finding: Optional[Callable[[Any], Any]] = None,
     diagnose_every: int = 25,
     doctor_config: Optional[Mapping[str, Any]] = None,
+    records: Any = None,
     **recorder_kwargs: Any,
 ) -> "RlprobeCallback":
     """Record `trainer` into run_dir: build an RlprobeCallback, add it to the trainer, return it."""
@@ -75,6 +76,7 @@ def attach(
         on_finding=on_finding,
         diagnose_every=diagnose_every,
         doctor_config=doctor_config,
+        records=records,
         **recorder_kwargs,
     )
     trainer.add_callback(callback)
@@ -92,6 +94,7 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         on_finding: Optional[Callable[[Any], Any]] = None,
         diagnose_every: int = 25,
         doctor_config: Optional[Mapping[str, Any]] = None,
+        records: Any = None,
         **recorder_kwargs: Any,
     ) -> None:
         if TrainerCallback is object:
@@ -105,6 +108,10 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         self.on_finding = on_finding
         self.diagnose_every = int(diagnose_every)
         self.doctor_config = doctor_config
+        # an rlprobe.records.RecordsWriter: every GRPO group of each new generation batch becomes
+        # a group row (consumed at once, staleness 0: TRL trains on every group it generated)
+        self.records = records
+        self._records_failed = False
         self.halted_by: Any = None
         self.findings: list[Any] = []  # every finding the live doctor reported, in order
         args = trainer.args
@@ -241,12 +248,20 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             except Exception:
                 pass  # nothing left to diagnose; the recording matters more
         self._watcher = None
+        records: Optional[dict[str, int]] = None
+        if self.records is not None:
+            try:
+                self.records.flush()  # the writer is the caller's: flushed here, closed by them
+                records = dict(self.records.counters())
+            except Exception:
+                records = None
         self.recorder.log_event(
             "train_end",
             step=step,
             halted=self.halted_by is not None,
             halted_by=self.halted_by.signature_id if self.halted_by is not None else None,
             summary=self._summary,
+            records=records,
         )
         self.recorder.close()
         self._closed = True
@@ -301,8 +316,42 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
                 self.recorder.log_event("shim_unavailable", step=step, message=f"reading the completion buffer failed: {type(exc).__name__}: {exc}")
             return
         self._batch_stats = stats
+        if self.records is not None and self.recorder.active:
+            self._write_records(step, samples)
         if chosen:
             self.recorder.log_samples(step, chosen)
+
+    def _write_records(self, step: int, samples: list[dict[str, Any]]) -> None:
+        """The batch's groups as inference records (rlprobe.records), on the recording rank."""
+        from rlprobe.records import groups_from_batch
+
+        try:
+            group = getattr(self.trainer, "num_generations", None)
+            names = sorted({name for s in samples for name in s.get("reward_components") or {}})
+            manifest = getattr(self.records, "manifest", {}) or {}
+            rows = groups_from_batch(
+                [s.get("prompt_text") or "" for s in samples],
+                [s.get("completion_text") or "" for s in samples],
+                [s.get("reward_total") for s in samples],
+                num_generations=int(group) if group else len(samples),
+                components={name: [(s.get("reward_components") or {}).get(name) for s in samples] for name in names},
+                weights=_weights_by_name(
+                    list(getattr(self.trainer, "reward_func_names", []) or []),
+                    _floats(getattr(self.trainer, "reward_weights", None)),
+                ),
+                protocol_digest=manifest.get("protocol_digest", ""),
+                verifiers=names,
+                policy_versions=step,
+                fresh=bool((manifest.get("run") or {}).get("fresh", True)),
+            )
+            for row in rows:
+                oid = self.records.record_group(row)
+                if oid is not None:
+                    self.records.record_disposition(oid, "consumed", staleness=0)
+        except Exception as exc:  # a records problem must never stop training or the recording
+            if not self._records_failed:
+                self._records_failed = True
+                self.recorder.log_event("records_failed", step=step, message=f"{type(exc).__name__}: {exc}")
 
     # -- live doctor ---------------------------------------------------------------------------
     def _diagnose(self, step: int, control: Any, may_halt: bool) -> None:
