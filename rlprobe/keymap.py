@@ -101,6 +101,8 @@ class MappedMetrics:
 
 def to_float(value: Any) -> float | None:
     """A metric value as a float: numbers, numeric strings ('0.5', 'nan'), 0-d tensors; else None."""
+    if type(value) is float:  # what a Trainer logs nearly always: answer it first
+        return value
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import random
+from collections import abc
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -600,7 +601,8 @@ def _halt_policy(halt: Any) -> Any:
 
 
 def _looks_like_buffer(logs: Any) -> bool:
-    return isinstance(logs, Mapping) and "prompt" in logs and "completion" in logs
+    # collections.abc, not typing.Mapping: isinstance through the typing alias costs ~60 us a call
+    return isinstance(logs, abc.Mapping) and "prompt" in logs and "completion" in logs
 
 
 def _number(value: Any) -> Optional[float]:
