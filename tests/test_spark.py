@@ -159,7 +159,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rec = Recorder(root / "live", algorithm="grpo", capture_env=False)
     for s in range(30):
         rec.log_step(s, reward_mean=0.1 * s, grad_norm=1.0 + s % 3, loss=float("nan") if s == 7 else 0.5,
-                     kl_positional=[0.1, 0.2, 0.05 * s + 0.001], my_metric=float(s))
+                     kl_positional=[0.1, 0.2, 0.05 * s], my_metric=float(s))  # step 4: a tie for the top bucket
         rec.log_samples(s, [{"prompt_text": "p", "completion_text": f"a b c d e f g h {s}", "reward_total": s % 4,
                              "completion_len": 9, "group_id": "g"} for _ in range(4)], select=False)
     rec.log_step(12, reward_mean=99.0)  # a step logged twice: both rows stay until close()

@@ -32,7 +32,8 @@ WITH extent AS (
         max(greatest(x, 0.0)) AS top1,
         list_sum(max(greatest(x, 0.0), 2)) AS top2,
         sum(greatest(x, 0.0) * greatest(x, 0.0)) AS sq,
-        arg_max(pos, x) AS top_bucket,
+        -- the lowest position among equal maxima: a tie gives the same answer on every engine
+        arg_max(pos, struct_pack(kl := x, earlier := -pos)) AS top_bucket,
         sum(CASE WHEN x IS NULL OR isnan(x) OR isinf(x) THEN 1 ELSE 0 END) AS bad
     FROM elems
     GROUP BY run_id, step
