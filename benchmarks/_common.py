@@ -112,6 +112,11 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, result
 
 
+def times(fn: Callable[[], Any], repeats: int) -> list[float]:
+    """Seconds each of `repeats` calls of fn() took (perf_counter)."""
+    return [timed(fn)[0] for _ in range(repeats)]
+
+
 # -- targets and output ----------------------------------------------------------------------
 def target(value: float, op: str, limit: float, unit: str = "", unresolved: str | None = None) -> dict[str, Any]:
     """A target next to its figure: {'value', 'target', 'met', 'resolved'}; never asserted.

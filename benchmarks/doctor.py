@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import base_parser, fmt, header, machine_info, median, print_table, target, write_json  # noqa: E402
+from _common import base_parser, fmt, header, machine_info, median, print_table, target, times, write_json  # noqa: E402
 
 from rlprobe.doctor import diagnose_path  # noqa: E402
 from rlprobe.record.writer import RunWriter  # noqa: E402
@@ -52,15 +52,6 @@ def build(run_dir: Path, kind: str, n_steps: int, seed: int) -> None:
     writer.compact()
 
 
-def time_it(fn, repeats: int) -> list[float]:  # type: ignore[no-untyped-def]
-    out = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return out
-
-
 def main() -> None:
     parser = base_parser(__doc__ or "")
     parser.add_argument("--repeats", type=int, default=3)
@@ -85,8 +76,8 @@ def main() -> None:
         rows = []
         for label, path, limit in (("run of %d steps" % big_steps, tmp_path / "big", 2.0),
                                    ("root of %d x %d steps" % (root_runs, root_steps), tmp_path / "root", 20.0)):
-            base = median(time_it(lambda: scan(path), args.repeats))
-            doc = median(time_it(lambda: diagnose_path(path), args.repeats))
+            base = median(times(lambda: scan(path), args.repeats))
+            doc = median(times(lambda: diagnose_path(path), args.repeats))
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-m", "rlprobe", "doctor", str(path)], capture_output=True)
             cli = time.perf_counter() - t0

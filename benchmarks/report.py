@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import base_parser, fmt, header, machine_info, median, print_table, target, write_json  # noqa: E402
+from _common import base_parser, fmt, header, machine_info, median, print_table, target, times, write_json  # noqa: E402
 
 from rlprobe.doctor import diagnose_path  # noqa: E402
 from rlprobe.record.writer import RunWriter  # noqa: E402
@@ -81,15 +81,6 @@ def build(run_dir: Path, kind: str, n_steps: int, seed: int, samples_every: int)
         n_samples += len(samples)
     writer.compact()
     return n_samples
-
-
-def times(fn, repeats: int) -> list[float]:  # type: ignore[no-untyped-def]
-    out = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return out
 
 
 def chromium() -> str | None:
