@@ -77,6 +77,11 @@ STEP_KEYS: tuple[str, ...] = ("step", "global_step", "training/global_step")
 # Per-reward-function means: TRL >= 0.17 logs rewards/<f>/mean, older TRL rewards/<f>.
 _COMPONENT = re.compile(r"^rewards/(?P<name>[^/]+)(?:/mean)?$")
 
+# A trainer logs the same few dozen keys every step: remember what the regex said about each,
+# so a step costs dict lookups, not regex matches. Bounded, for importers that meet many keys.
+_COMPONENT_OF: dict[str, str | None] = {}
+_COMPONENT_CACHE_SIZE = 4096
+
 
 @dataclass
 class MappedMetrics:
@@ -139,10 +144,24 @@ def map_metrics(metrics: Mapping[str, Any]) -> MappedMetrics:
             # the first spelling wins when a dict carries both an old and a new name
             out.fields.setdefault(target, value)
             continue
-        match = _COMPONENT.match(key)
-        if match:
-            out.components[match.group("name")] = value
+        component = _component_of(key)
+        if component is not None:
+            out.components[component] = value
             continue
         out.extra[key] = value
         out.unmapped.append(key)
     return out
+
+
+def _component_of(key: str) -> str | None:
+    """The reward function a rewards/<f>[/mean] key names, else None (cached per key)."""
+    try:
+        return _COMPONENT_OF[key]
+    except KeyError:
+        pass
+    match = _COMPONENT.match(key)
+    name = match.group("name") if match else None
+    if len(_COMPONENT_OF) >= _COMPONENT_CACHE_SIZE:
+        _COMPONENT_OF.clear()
+    _COMPONENT_OF[key] = name
+    return name
