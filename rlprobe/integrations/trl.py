@@ -18,6 +18,7 @@ transformers is imported at module import when it is installed, so the callback 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -137,6 +138,9 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         self._last_logged_step = -1
         self._non_finite: set[str] = set()
         self._summary: dict[str, float] = {}
+        self._args_seen: Any = None
+        self._args_process_index = 0
+        self._counter = _TokenCounter(None)
 
     # -- what the live doctor needs ------------------------------------------------------------
     @property
@@ -188,7 +192,7 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Capture the step's rollouts; every diagnose_every steps, diagnose and maybe halt."""
         step = int(state.global_step)
-        if self.recorder.active and int(getattr(args, "process_index", 0)) == 0:  # the buffer is gathered: one rank logs it
+        if self.recorder.active and self._process_index(args) == 0:  # the buffer is gathered: one rank logs it
             self._capture_samples(step)
         due = self.diagnose_every > 0 and step % self.diagnose_every == 0
         if due and self.diagnosing and self.halted_by is None:
@@ -198,6 +202,14 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             # a collective forever. Every rank reaches this line at the same step.
             if self._rank0_halted():
                 control.should_training_stop = True
+
+    def _process_index(self, args: Any) -> int:
+        # TrainingArguments.process_index asks accelerate every time (~15 us); it is fixed once
+        # the arguments exist, so ask once per arguments object.
+        if args is not self._args_seen:
+            self._args_seen = args
+            self._args_process_index = int(getattr(args, "process_index", 0))
+        return self._args_process_index
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> None:
         """Record TRL's scalars as a step (run totals and eval metrics become events)."""
@@ -296,19 +308,24 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
                 return
             self._last_batch = key
         try:
-            samples, stats = build_samples(
-                step,
+            batch = _Batch(
                 logs,
                 num_generations=getattr(trainer, "num_generations", None),
                 reward_names=list(getattr(trainer, "reward_func_names", []) or []),
                 reward_weights=_floats(getattr(trainer, "reward_weights", None)),
             )
-            # Re-tokenizing a whole batch for completion_len can cost a second per step (512
-            # completions of 1k tokens), so choose the samples the recorder will keep first and
-            # tokenize only those. Selecting again from the chosen few (log_samples' select=True)
-            # keeps every one with the same capture_reason: the extremes stay the extremes.
-            chosen = [samples[i] for i, _ in select_samples(samples, self.recorder.sampling, self._rng)]
-            lengths = _token_lengths(getattr(trainer, "processing_class", None), [s["completion_text"] for s in chosen])
+            stats = batch.stats()
+            # Choose the samples the recorder will keep before building them: only those become
+            # dicts and only those are re-tokenized for completion_len (a whole batch of 512
+            # completions of 1k tokens cost about a second per step). Selecting again from the
+            # chosen few (log_samples' select=True) keeps every one with the same capture_reason:
+            # the extremes stay the extremes.
+            keep = select_samples(batch.rewards_only(), self.recorder.sampling, self._rng)
+            chosen = [batch.sample(step, i) for i, _ in keep]
+            processing_class = getattr(trainer, "processing_class", None)
+            if processing_class is not self._counter.owner:
+                self._counter = _TokenCounter(processing_class)
+            lengths = self._counter.lengths([s["completion_text"] for s in chosen])
             for sample, length in zip(chosen, lengths or ()):
                 sample["completion_len"] = length
         except Exception as exc:  # a changed buffer layout must never stop training
@@ -318,7 +335,7 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             return
         self._batch_stats = stats
         if self.records is not None and self.recorder.active:
-            self._write_records(step, samples)
+            self._write_records(step, [batch.sample(step, i) for i in range(batch.n)])
         if chosen:
             self.recorder.log_samples(step, chosen)
 
@@ -431,55 +448,79 @@ def build_samples(
     tokenizer: Any = None,
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """SampleRecord dicts from a TRL completion buffer, and per-step stats of the whole batch."""
-    prompts = list(logs.get("prompt") or ())
-    completions = list(logs.get("completion") or ())
-    n = len(completions)
-    if n == 0:
-        return [], {}
-    rewards: Mapping[str, Any] = logs.get("rewards") or {}
-    names = list(rewards)
-    columns = {name: list(rewards[name]) for name in names}
-    weights = _weights_by_name(reward_names, reward_weights)
-    advantages = list(logs.get("advantages") or ())
-    extra_columns = {name: list(values) for name, values in (logs.get("extra") or {}).items()}
-    completion_texts = [render(c) for c in completions]
-    lengths = _token_lengths(tokenizer, completion_texts)
-    group = num_generations if isinstance(num_generations, int) and num_generations > 0 and n % num_generations == 0 else None
+    batch = _Batch(logs, num_generations=num_generations, reward_names=reward_names, reward_weights=reward_weights)
+    lengths = _TokenCounter(tokenizer).lengths([render(c) for c in batch.completions]) or [None] * batch.n
+    return [batch.sample(step, i, length) for i, length in enumerate(lengths)], batch.stats()
 
-    samples: list[dict[str, Any]] = []
-    totals: list[Optional[float]] = []
-    for i in range(n):
-        components: dict[str, float] = {}
-        total = 0.0
-        for name in names:
-            value = _number(columns[name][i] if i < len(columns[name]) else None)
-            if value is None or math.isnan(value):
-                continue  # this reward function did not score the sample
-            components[name] = value
-            total += weights.get(name, 1.0) * value
-        reward_total = total if components else None
-        totals.append(reward_total)
+
+class _Batch:
+    """A TRL completion buffer read column by column; sample(i) builds one SampleRecord dict.
+
+    The columns every sample needs for the batch's stats and the selection (reward totals,
+    advantages) are read up front; texts and the rest are read only for the samples built.
+    """
+
+    def __init__(
+        self,
+        logs: Mapping[str, Any],
+        num_generations: Optional[int] = None,
+        reward_names: Sequence[str] = (),
+        reward_weights: Optional[Sequence[float]] = None,
+    ) -> None:
+        self.completions = list(logs.get("completion") or ())
+        self.n = n = len(self.completions)
+        self.prompts = list(logs.get("prompt") or ()) if n else []
+        rewards: Mapping[str, Any] = (logs.get("rewards") or {}) if n else {}
+        weights = _weights_by_name(reward_names, reward_weights)
+        # One column per reward function, None where it did not score the sample (None or NaN).
+        self.reward_columns: list[tuple[str, list[Optional[float]]]] = []
+        totals: list[Optional[float]] = [None] * n
+        for name in rewards:
+            raw = list(rewards[name])
+            column = [v if type(v) is float else _number(v) for v in raw[:n]] + [None] * (n - len(raw))
+            column = [None if v is None or v != v else v for v in column]  # v != v: NaN
+            self.reward_columns.append((name, column))
+            weight = weights.get(name, 1.0)
+            for i, value in enumerate(column):
+                if value is not None:
+                    total = totals[i]
+                    # summed in reward-function order, from 0.0, as one sample at a time would be
+                    totals[i] = (0.0 if total is None else total) + weight * value
+        self.totals = totals
+        self.advantages = [a if type(a) is float else _number(a) for a in (logs.get("advantages") or ())] if n else []
+        self.extra_columns = [(name, list(values)) for name, values in (logs.get("extra") or {}).items()] if n else []
+        self.group = num_generations if isinstance(num_generations, int) and num_generations > 0 and n and n % num_generations == 0 else None
+
+    def rewards_only(self) -> list[dict[str, Optional[float]]]:
+        """What the sample selection reads of each sample: its reward_total."""
+        return [{"reward_total": total} for total in self.totals]
+
+    def sample(self, step: int, i: int, completion_len: Optional[int] = None) -> dict[str, Any]:
+        """The SampleRecord dict of sample i (a new dict each call: the recorder takes ownership)."""
         sample: dict[str, Any] = {
-            "prompt_text": render(prompts[i]) if i < len(prompts) else None,
-            "completion_text": completion_texts[i],
-            "reward_total": reward_total,
-            "reward_components": components,
+            "prompt_text": render(self.prompts[i]) if i < len(self.prompts) else None,
+            "completion_text": render(self.completions[i]),
+            "reward_total": self.totals[i],
+            "reward_components": {name: column[i] for name, column in self.reward_columns if column[i] is not None},
         }
-        if i < len(advantages):
-            sample["advantage"] = _number(advantages[i])
-        if group is not None:
-            sample["group_id"] = f"{step}-{i // group}"
-        if lengths is not None:
-            sample["completion_len"] = lengths[i]
+        if i < len(self.advantages):
+            sample["advantage"] = self.advantages[i]
+        if self.group is not None:
+            sample["group_id"] = f"{step}-{i // self.group}"
+        if completion_len is not None:
+            sample["completion_len"] = completion_len
         extra = {}
-        for name, values in extra_columns.items():
+        for name, values in self.extra_columns:
             value = _number(values[i]) if i < len(values) else None
             if value is not None:
                 extra[name] = value
         if extra:
             sample["extra"] = extra
-        samples.append(sample)
-    return samples, _batch_stats(totals, [_number(a) for a in advantages], group)
+        return sample
+
+    def stats(self) -> dict[str, float]:
+        """Per-step stats of the whole batch (see _batch_stats)."""
+        return _batch_stats(self.totals, self.advantages, self.group) if self.n else {}
 
 
 def render(value: Any) -> str:
@@ -515,26 +556,47 @@ def _content(message: Mapping[str, Any]) -> str:
     return text
 
 
-def _token_lengths(tokenizer: Any, texts: list[str]) -> Optional[list[int]]:
-    # TRL keeps decoded text only; re-tokenizing it gives the completion's length in tokens
-    # (special tokens such as EOS were stripped by the decode, so a finished completion is one shorter).
-    tok = getattr(tokenizer, "tokenizer", tokenizer)  # a multimodal processor wraps its tokenizer
-    if tok is None or not texts:
-        return None
-    backend = getattr(tok, "backend_tokenizer", None)
-    try:
-        if backend is not None:  # a fast tokenizer: skip transformers' per-call Python overhead
-            return [len(encoding.ids) for encoding in backend.encode_batch(texts, add_special_tokens=False)]
-        if not callable(tok):
+class _TokenCounter:
+    """Completion lengths in tokens, by re-tokenizing the text TRL kept (it keeps no token ids).
+
+    Special tokens such as EOS were stripped by the decode, so a finished completion counts one
+    token less than it generated. The tokenizer is looked up once per tokenizer object: going
+    through a transformers tokenizer's attributes costs more than counting eight short texts.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.owner = tokenizer
+        tok = getattr(tokenizer, "tokenizer", tokenizer)  # a multimodal processor wraps its tokenizer
+        backend = getattr(tok, "backend_tokenizer", None) if tok is not None else None
+        # A fast tokenizer's Rust backend skips transformers' per-call Python overhead, and
+        # encode_batch_fast (tokenizers >= 0.20) skips the character offsets we do not read:
+        # the same ids either way.
+        self._encode = getattr(backend, "encode_batch_fast", None) or getattr(backend, "encode_batch", None)
+        self._call = tok if backend is None and tok is not None and callable(tok) else None
+
+    def lengths(self, texts: list[str]) -> Optional[list[int]]:
+        """Token count of each text (no special tokens added), or None when it cannot tell."""
+        if not texts or (self._encode is None and self._call is None):
             return None
-        ids = tok(texts, add_special_tokens=False, return_attention_mask=False)["input_ids"]
-        return [len(x) for x in ids]
-    except Exception:
-        return None
+        # A collapsed group repeats the same completion: count each distinct text once.
+        distinct = list(dict.fromkeys(texts))
+        try:
+            if self._encode is not None:
+                counts = [len(encoding.ids) for encoding in self._encode(distinct, add_special_tokens=False)]
+            else:
+                ids = self._call(distinct, add_special_tokens=False, return_attention_mask=False)["input_ids"]
+                counts = [len(x) for x in ids]
+        except Exception:
+            return None
+        if len(distinct) == len(texts):
+            return counts
+        by_text = dict(zip(distinct, counts))
+        return [by_text[text] for text in texts]
 
 
 def _batch_stats(totals: list[Optional[float]], advantages: list[Optional[float]], group: Optional[int]) -> dict[str, float]:
     """Step fields TRL does not log but the doctor reads: reward range, advantage spread, group std."""
+    # (list comprehensions inside sum(): the same additions in the same order as generators, faster)
     out: dict[str, float] = {}
     rewards = [r for r in totals if r is not None and math.isfinite(r)]
     if rewards:
@@ -544,15 +606,15 @@ def _batch_stats(totals: list[Optional[float]], advantages: list[Optional[float]
     if adv:
         mean = sum(adv) / len(adv)
         out["adv_mean"] = mean
-        out["adv_std"] = math.sqrt(sum((a - mean) ** 2 for a in adv) / len(adv))
-        out["adv_zero_frac"] = sum(1 for a in adv if abs(a) < 1e-8) / len(adv)
+        out["adv_std"] = math.sqrt(sum([(a - mean) ** 2 for a in adv]) / len(adv))
+        out["adv_zero_frac"] = len([a for a in adv if abs(a) < 1e-8]) / len(adv)
     if group is not None and group > 1:
         stds = []
         for start in range(0, len(totals), group):
             values = [r for r in totals[start : start + group] if r is not None and math.isfinite(r)]
             if len(values) > 1:
                 mean = sum(values) / len(values)
-                stds.append(math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)))
+                stds.append(math.sqrt(sum([(v - mean) ** 2 for v in values]) / (len(values) - 1)))
         if stds:
             out["group_reward_std_mean"] = sum(stds) / len(stds)
     return out
@@ -635,7 +697,10 @@ def _weights_by_name(reward_names: Sequence[str], weights: Optional[Sequence[flo
     return dict(zip(reward_names, weights))
 
 
+@functools.lru_cache(maxsize=None)
 def _version(package: str) -> Optional[str]:
+    # importlib.metadata scans sys.path (~0.6 ms a package); an installed version does not
+    # change under a running process
     from importlib import metadata
 
     try:
