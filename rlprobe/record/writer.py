@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rlprobe.jsonsafe import json_safe
+from rlprobe.layout import newest_shards, parse_shard, shard_name
 from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES, Event, RunManifest
 
 SAMPLES_PER_SHARD = 4096
@@ -41,7 +42,6 @@ class PartialWrite(OSError):
 
 
 _PART_RE = re.compile(r"^part-(\d+)\.parquet$")
-_SHARD_RE = re.compile(r"^shard-(\d+)\.parquet$")
 
 
 def _table(rows: list[dict[str, Any]], fixed_types: dict[str, str]) -> pa.Table:
@@ -135,10 +135,13 @@ class RunWriter:
             self.manifest = manifest
             atomic_write_bytes(self.run_dir / "manifest.json", manifest.model_dump_json(indent=2).encode())
         self._next_part = self._next_index(self.steps_dir, _PART_RE)
-        self._shard_index = self._next_index(self.samples_dir, _SHARD_RE)
+        if self.resumed:
+            self.seal_samples()  # a crashed writer's open shard becomes the shard it ended as
+        self._shard_index = self._next_shard_index()
         # The open (partial) shard, kept as Arrow: each flush converts only the new rows and
-        # rewrites the shard file whole, atomically.
+        # writes the whole shard as its next version (rlprobe.layout).
         self._shard: pa.Table | None = None
+        self._shard_version = 0
 
     # -- set-up -------------------------------------------------------------------------
     def _load_own_manifest(self, fallback: RunManifest) -> RunManifest:
@@ -180,9 +183,8 @@ class RunWriter:
         best = -1
         if not self.samples_dir.is_dir():
             return best
-        for path in sorted(self.samples_dir.iterdir()):
-            if not _SHARD_RE.match(path.name):
-                continue
+        for name in newest_shards(p.name for p in self.samples_dir.iterdir()):
+            path = self.samples_dir / name
             try:
                 ids = pq.read_table(path, columns=["sample_id"]).column("sample_id").to_pylist()
             except (OSError, KeyError, pa.ArrowException):
@@ -192,6 +194,12 @@ class RunWriter:
                 if tail.isdigit():
                     best = max(best, int(tail))
         return best
+
+    def _next_shard_index(self) -> int:
+        if not self.samples_dir.is_dir():
+            return 0
+        found = [parsed[0] for p in self.samples_dir.iterdir() if (parsed := parse_shard(p.name))]
+        return max(found, default=-1) + 1
 
     @staticmethod
     def _next_index(folder: Path, pattern: re.Pattern[str]) -> int:
@@ -210,10 +218,11 @@ class RunWriter:
         return path
 
     def write_samples(self, rows: list[dict[str, Any]]) -> None:
-        """Add rows to the sample shards; the open shard is rewritten whole, atomically.
+        """Add rows to the sample shards: a full shard is sealed, the open one gets a new version.
 
-        If a write fails part-way, PartialWrite says how many of rows are already on disk, so
-        a retry writes only the rest (never a duplicate).
+        No file is ever rewritten under its own name (rlprobe.layout says why). If a write
+        fails part-way, PartialWrite says how many of rows are already on disk, so a retry
+        writes only the rest (never a duplicate).
         """
         written = 0
         try:
@@ -223,15 +232,44 @@ class RunWriter:
                 chunk = rows[written : written + SAMPLES_PER_SHARD - held]
                 new = _table(chunk, SAMPLE_COLUMN_TYPES)
                 shard = new if self._shard is None else pa.concat_tables([self._shard, new], promote_options="permissive")
-                atomic_write_table(self.samples_dir / f"shard-{self._shard_index:05d}.parquet", shard)
+                full = shard.num_rows >= SAMPLES_PER_SHARD
+                version = None if full else self._shard_version + 1
+                atomic_write_table(self.samples_dir / shard_name(self._shard_index, version), shard)
                 written += len(chunk)
-                if shard.num_rows >= SAMPLES_PER_SHARD:
+                if self._shard_version:
+                    # only after the new copy is in place: a listing always finds one of the two
+                    (self.samples_dir / shard_name(self._shard_index, self._shard_version)).unlink(missing_ok=True)
+                if full:
                     self._shard_index += 1
                     self._shard = None
+                    self._shard_version = 0
                 else:
                     self._shard = shard
+                    self._shard_version = version  # type: ignore[assignment]
         except Exception as exc:
             raise PartialWrite(written, exc) from exc
+
+    def _drop_open_versions(self, index: int, keep: int | None) -> None:
+        """Delete shard index's open versions older than keep (all of them when it is sealed)."""
+        for path in self.samples_dir.iterdir():
+            parsed = parse_shard(path.name)
+            if parsed is None or parsed[0] != index or path.name == shard_name(index):
+                continue
+            if keep is None or parsed[1] < keep:
+                path.unlink(missing_ok=True)  # a reader that listed it retries; the newer copy is complete
+
+    def seal_samples(self) -> None:
+        """Give every open shard its sealed name (the newest version wins) and drop the older ones."""
+        if not self.samples_dir.is_dir():
+            return
+        for name in newest_shards(p.name for p in self.samples_dir.iterdir()):
+            index, _ = parse_shard(name)  # type: ignore[misc]
+            if name != shard_name(index):
+                os.replace(self.samples_dir / name, self.samples_dir / shard_name(index))
+            self._drop_open_versions(index, keep=None)
+        self._shard = None
+        self._shard_version = 0
+        self._shard_index = self._next_shard_index()
 
     def append_event(self, event: Event) -> None:
         """Append one event line and push it to the OS at once (events must survive crashes)."""
@@ -242,11 +280,13 @@ class RunWriter:
             fh.flush()
 
     def compact(self) -> Path | None:
-        """Merge all part files into steps.parquet (last write of a step wins), then drop them.
+        """Seal the open sample shard; merge all part files into steps.parquet (last write of a
+        step wins), then drop them.
 
         Readable at every instant: before the rename readers see the parts, after it the
         compacted file wins over any part still present. Idempotent.
         """
+        self.seal_samples()
         parts = self._parts()
         compacted = self.run_dir / "steps.parquet"
         if not parts:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rlprobe.layout import SEALED
 from rlprobe.schemas import EVENT_COLUMN_TYPES, SAMPLE_COLUMN_TYPES, SCHEMA_VERSION, STEP_COLUMN_TYPES
 
 _SPARK_TYPES = {
@@ -121,6 +122,19 @@ def steps(spark: Any, root: str) -> Any:
     return df.select(*_typed(df, STEP_COLUMN_TYPES), "rec_dir", "run_dir", F.col("file_rank").alias("rank"), "filename")
 
 
+def step_files(spark: Any, root: str) -> Any:
+    """src_step_files: per step file src_steps reads, its rows, first and last step, last wall_time."""
+    from pyspark.sql import functions as F
+
+    df = steps(spark, root)
+    return df.groupBy("filename", "rec_dir", "run_dir", "rank").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.min("step").alias("first_step"),
+        F.max("step").alias("last_step"),
+        F.max("wall_time").alias("last_step_at"),
+    ).withColumn("compacted", F.col("filename").endswith("/steps.parquet")).select("filename", "rec_dir", "run_dir", "rank", "rows", "first_step", "last_step", "last_step_at", "compacted")
+
+
 def samples(spark: Any, root: str) -> Any:
     """src_samples: captured samples of every shard below root, rank folders included."""
     from pyspark.sql import functions as F
@@ -131,6 +145,18 @@ def samples(spark: Any, root: str) -> Any:
         types = {k: v for k, v in SAMPLE_COLUMN_TYPES.items() if k != "rank"}
         return spark.createDataFrame([], options_schema({**types, **tail}))
     df = _path_columns(df).where(F.col("filename").rlike(r"/samples/shard-[^/]*\.parquet$"))
+    # one copy per shard, the newest, as in sql/v1/sources/30_src_samples.sql (rlprobe.layout)
+    files = df.select(
+        "filename", "rec_dir",
+        F.regexp_extract("filename", r"/shard-([0-9]+)[^/]*$", 1).alias("shard"),
+        F.coalesce(
+            F.expr(r"TRY_CAST(regexp_extract(filename, '/shard-[0-9]+\\.open-([0-9]+)\\.parquet$', 1) AS BIGINT)"),
+            F.lit(SEALED),
+        ).alias("version"),
+    ).distinct()
+    newest = files.groupBy("rec_dir", "shard").agg(F.max("version").alias("version"))
+    keep = files.join(newest, ["rec_dir", "shard", "version"]).select("filename")
+    df = df.join(keep, "filename")
     rank = F.coalesce(F.col("rank").cast("bigint"), F.col("file_rank")) if "rank" in df.columns else F.col("file_rank")
     return df.select(*_typed(df, SAMPLE_COLUMN_TYPES, leave_out=("rank",)), rank.alias("rank"), "rec_dir", "run_dir", "filename")
 
@@ -190,4 +216,6 @@ def manifest(spark: Any, root: str) -> Any:
     )
 
 
-BUILDERS = {"src_steps": steps, "src_samples": samples, "src_events": events, "src_manifest": manifest}
+BUILDERS = {
+    "src_steps": steps, "src_step_files": step_files, "src_samples": samples, "src_events": events, "src_manifest": manifest,
+}

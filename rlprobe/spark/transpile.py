@@ -28,7 +28,7 @@ from rlprobe.spark.dialect import RlprobeSpark
 from rlprobe.store import sqlfiles
 
 # The sources rlprobe.spark.sources builds; a view that needs another one is not transpiled.
-SPARK_SOURCES = ("src_manifest", "src_steps", "src_samples", "src_events")
+SPARK_SOURCES = ("src_manifest", "src_steps", "src_step_files", "src_samples", "src_events")
 # DuckDB-only things a portable view must never use: they read files or session state.
 _NOT_PORTABLE = re.compile(r"\b(getvariable|read_\w+|glob|parquet_scan|read_text)\s*\(", re.I)
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -114,8 +114,8 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
             continue
         lines.append(f"CREATE SCHEMA IF NOT EXISTS v{v};")
         for f in sqlfiles.load(v):
-            if f.kind == "query":
-                continue  # parametrized SELECTs that Python runs, not objects of the session
+            if f.kind in ("query", "session"):
+                continue  # parametrized SELECTs that Python runs; session statements come last
             if features or f.kind != "feature":
                 lines += ["", f.text.rstrip()]
     lines += ["", f"-- unqualified names point at the newest contract, v{version}"]
@@ -123,6 +123,10 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
         lines.append(f"CREATE OR REPLACE VIEW main.{f.name} AS SELECT * FROM v{version}.{f.name};")
     if bind_root:
         lines.append(f"SET VARIABLE rlprobe_root = {_quote(str(target.path))};")
+    # session statements read the real root, so they come last
+    for f in sqlfiles.load(version):
+        if f.kind == "session":
+            lines += ["", f.text.rstrip()]
     return "\n".join(lines) + "\n"
 
 

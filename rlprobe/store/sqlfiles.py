@@ -20,7 +20,8 @@ class SqlFile:
     version: int
     name: str
     # "source" (engine-specific, reads files), "view" (portable SELECT), "feature" (the doctor's
-    # views), or "query" (one parametrized SELECT that Python runs; never part of the views)
+    # views), "query" (one parametrized SELECT that Python runs; never part of the views), or
+    # "session" (a statement run once the real root is bound, such as a variable's value)
     kind: str
     depends: tuple[str, ...]
     doc: str

@@ -9,7 +9,7 @@
 CREATE OR REPLACE VIEW v1.manifest_files AS
 WITH raw AS (
     SELECT v1.rec_dir(filename) AS rec_dir, content, json_valid(content) AS ok
-    FROM read_text(v1.root_glob() || '/**/manifest.json')
+    FROM read_text(v1.globs('manifest.json'))
 )
 SELECT
     rec_dir AS run_dir,

@@ -12,7 +12,7 @@ WITH rows_ AS (
     SELECT * FROM v1.event_columns
     UNION ALL BY NAME
     SELECT * FROM read_json(
-        v1.root_glob() || '/**/events.jsonl',
+        v1.globs('events.jsonl'),
         format = 'newline_delimited',
         columns = {timestamp: 'DOUBLE', kind: 'VARCHAR', step: 'BIGINT', rank: 'BIGINT',
                    message: 'VARCHAR', data: 'JSON'},

@@ -27,7 +27,7 @@ CREATE OR REPLACE VIEW v1.src_rollout_trace AS
 WITH files AS (
     SELECT filename, content
     FROM read_text(
-        [v1.root_glob() || '/**/rollout_trace.jsonl']
+        v1.globs('rollout_trace.jsonl')
         || coalesce(map_keys(getvariable('rlprobe_rollout_traces')), []::VARCHAR[]))
     -- a bound file may also match the glob: read it once
     QUALIFY row_number() OVER (PARTITION BY filename) = 1

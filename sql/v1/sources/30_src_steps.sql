@@ -17,7 +17,7 @@ WITH rows_ AS MATERIALIZED (
     -- least one complete copy whatever instant it lands on (a part deleted between listing and
     -- opening is an IO error that the reader retries, never a silent gap).
     SELECT * FROM read_parquet(
-        [v1.root_glob() || '/**/steps/part-*.parquet', v1.root_glob() || '/**/steps.parquet'],
+        list_concat(v1.globs('steps/part-*.parquet'), v1.globs('steps.parquet')),
         union_by_name = true, filename = true, allow_empty = true)
 ), files AS (
     -- paths are parsed once per file, not once per row

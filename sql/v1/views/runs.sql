@@ -1,6 +1,6 @@
 -- name: runs
 -- kind: view
--- depends: src_manifest, src_steps, src_events
+-- depends: src_manifest, src_step_files, src_events
 -- doc: One row per run below the root (rank-NNN sub-recordings are part of their run, not runs).
 -- doc: status comes from the recorder's lifecycle events, the latest session winning: crashed
 -- doc: (a crash or SIGTERM after the last open), closed (a clean close after the last open, or a
@@ -13,14 +13,15 @@
 
 CREATE OR REPLACE VIEW v1.runs AS
 WITH step_stats AS (
+    -- per-file figures (step and wall_time only), never the run's metrics
     SELECT
         run_dir,
-        count(*) AS steps_recorded,
-        min(step) AS first_step,
-        max(step) AS last_step,
-        max(wall_time) AS last_step_at,
-        max(CASE WHEN filename LIKE '%/steps.parquet' THEN 1 ELSE 0 END) = 1 AS compacted
-    FROM v1.src_steps
+        sum(rows)::BIGINT AS steps_recorded,
+        min(first_step) AS first_step,
+        max(last_step) AS last_step,
+        max(last_step_at) AS last_step_at,
+        bool_or(compacted) AS compacted
+    FROM v1.src_step_files
     WHERE rank = 0
     GROUP BY run_dir
 ), lifecycle AS (
