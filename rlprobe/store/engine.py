@@ -19,7 +19,7 @@ import duckdb
 from rlprobe import __version__
 from rlprobe.errors import CorruptRecording, NotARecording, QueryError, RecordingNotFound, SchemaTooNew
 from rlprobe.schemas import SCHEMA_VERSION
-from rlprobe.store import sqlfiles, versions
+from rlprobe.store import scope, sqlfiles, versions
 
 if TYPE_CHECKING:
     from rlprobe.store.remote import RemotePath
@@ -52,15 +52,41 @@ class Store:
 
     def table(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """Run sql over the views and return a pyarrow Table (one-line errors, retries)."""
-        return run(self.con, sql, params, "arrow")
+        return self._scoped(sql, params, "arrow")
 
     def typed_table(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[str], Any] | None:
         """Run sql and return (column names, SQL type names, pyarrow Table); None if no result."""
-        return run(self.con, sql, params, "typed")
+        return self._scoped(sql, params, "typed")
 
     def rows(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
         """Run sql over the views and return (column names, SQL type names, rows)."""
-        return run(self.con, sql, params, "rows")
+        return self._scoped(sql, params, "rows")
+
+    def scope_for(self, sql: str) -> list[str] | None:
+        """The run directories sql can read below a root; None for all of them."""
+        if self.target.kind != "root":
+            return None
+        run_ids = scope.run_ids_read(sql)
+        if run_ids is None:
+            return None
+        if not run_ids:
+            return []
+        found = run(self.con, sqlfiles.query("scope_run_dirs"), {"run_ids": sorted(run_ids)}, "rows")[2]
+        dirs: dict[str, list[str]] = {}
+        for run_dir, run_id in found:
+            dirs.setdefault(run_id, []).append(run_dir)
+        return scope.scope_dirs(dirs, run_ids)
+
+    def _scoped(self, sql: str, params: Sequence[Any] | None, fetch: str) -> Any:
+        """run(), with the views narrowed to the runs sql provably reads (rlprobe.store.scope)."""
+        dirs = self.scope_for(sql)
+        if dirs is None:
+            return run(self.con, sql, params, fetch)
+        run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [dirs], "none")
+        try:
+            return run(self.con, sql, params, fetch)
+        finally:
+            run(self.con, "RESET VARIABLE rlprobe_scope", None, "none")
 
 
 def resolve(path: str | os.PathLike[str]) -> Target:
@@ -114,8 +140,8 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
             continue
         lines.append(f"CREATE SCHEMA IF NOT EXISTS v{v};")
         for f in sqlfiles.load(v):
-            if f.kind in ("query", "session"):
-                continue  # parametrized SELECTs that Python runs; session statements come last
+            if f.kind == "query":
+                continue  # parametrized SELECTs that Python runs, not objects of the session
             if features or f.kind != "feature":
                 lines += ["", f.text.rstrip()]
     lines += ["", f"-- unqualified names point at the newest contract, v{version}"]
@@ -123,10 +149,6 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
         lines.append(f"CREATE OR REPLACE VIEW main.{f.name} AS SELECT * FROM v{version}.{f.name};")
     if bind_root:
         lines.append(f"SET VARIABLE rlprobe_root = {_quote(str(target.path))};")
-    # session statements read the real root, so they come last
-    for f in sqlfiles.load(version):
-        if f.kind == "session":
-            lines += ["", f.text.rstrip()]
     return "\n".join(lines) + "\n"
 
 

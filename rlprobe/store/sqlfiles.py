@@ -20,8 +20,7 @@ class SqlFile:
     version: int
     name: str
     # "source" (engine-specific, reads files), "view" (portable SELECT), "feature" (the doctor's
-    # views), "query" (one parametrized SELECT that Python runs; never part of the views), or
-    # "session" (a statement run once the real root is bound, such as a variable's value)
+    # views), or "query" (one parametrized SELECT that Python runs; never part of the views)
     kind: str
     depends: tuple[str, ...]
     doc: str

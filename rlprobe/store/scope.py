@@ -1,0 +1,121 @@
+"""Which runs a query can read, so that the views list and open only those runs' files.
+
+A filter on run_id cannot reach the file list by itself: every source makes its per-file choice
+(compacted file over parts, newest shard copy) over one materialized scan, and DuckDB does not
+push a filter on a computed column through it. So before a query over a root, rlprobe reads the
+query with sqlglot; when every reference to one of its views is filtered by run_id equal to (or
+IN) string literals, the variable rlprobe_scope is set to those runs' directories for that one
+query (sql/v1/sources/00_paths.sql). Anything it cannot prove reads the whole root, as before:
+the scope only ever narrows what the query's own WHERE clause would have thrown away.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Iterable, Optional
+
+_EXPLAIN = re.compile(r"^\s*EXPLAIN(\s+ANALYZE)?\s+", re.I)
+
+
+@lru_cache(maxsize=1)
+def _view_names() -> frozenset[str]:
+    """Every view and source rlprobe creates (the names a query may read the root through)."""
+    from rlprobe.store import sqlfiles
+
+    names = set()
+    for version in sqlfiles.versions():
+        names.update(f.name.lower() for f in sqlfiles.load(version) if f.kind in ("source", "view", "feature"))
+    return frozenset(names)
+
+
+def _literal_run_ids(condition: object, alias: str, only_source: bool) -> Optional[set[str]]:
+    """The run_ids a WHERE conjunct pins the source alias to, or None if it does not."""
+    from sqlglot import exp
+
+    def is_run_id(node: object) -> bool:
+        return (
+            isinstance(node, exp.Column)
+            and node.name.lower() == "run_id"
+            and (node.table.lower() == alias.lower() if node.table else only_source)
+        )
+
+    def text(node: object) -> Optional[str]:
+        return node.this if isinstance(node, exp.Literal) and node.is_string else None
+
+    if isinstance(condition, exp.EQ):
+        left, right = condition.this, condition.expression
+        if is_run_id(right):
+            left, right = right, left
+        value = text(right)
+        if is_run_id(left) and value is not None:
+            return {value}
+    if isinstance(condition, exp.In) and is_run_id(condition.this) and not condition.args.get("query"):
+        values = [text(v) for v in condition.expressions]
+        if values and all(v is not None for v in values):
+            return set(values)  # type: ignore[arg-type]
+    return None
+
+
+def _conjuncts(where: object) -> list[object]:
+    from sqlglot import exp
+
+    if where is None:
+        return []
+    condition = where.this if isinstance(where, exp.Where) else where
+    return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
+
+
+def run_ids_read(sql: str) -> Optional[frozenset[str]]:
+    """The run_ids sql can read through rlprobe's views, or None when that cannot be proved.
+
+    Proved means: one SELECT statement (EXPLAIN and EXPLAIN ANALYZE of one too), and every
+    reference to a view or source, in every subquery and CTE, sits in a SELECT whose WHERE has
+    a top-level conjunct run_id = '<text>' or run_id IN ('<text>', ...) on that reference.
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+    from sqlglot.optimizer.scope import traverse_scope
+
+    try:
+        statements = sqlglot.parse(_EXPLAIN.sub("", sql, count=1), read="duckdb")
+    except SqlglotError:
+        return None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        return None
+    views = _view_names()
+    found: set[str] = set()
+    try:
+        scopes = traverse_scope(statements[0])
+    except (SqlglotError, RecursionError):
+        return None
+    for scope in scopes:
+        selected = scope.selected_sources
+        for alias, (_, source) in selected.items():
+            if not isinstance(source, exp.Table) or source.name.lower() not in views:
+                continue
+            if source.catalog or (source.db and not re.fullmatch(r"v\d+|main", source.db, re.I)):
+                return None  # another database's table of the same name: not ours to reason about
+            where = scope.expression.args.get("where") if isinstance(scope.expression, exp.Select) else None
+            pinned = None
+            for conjunct in _conjuncts(where):
+                pinned = _literal_run_ids(conjunct, alias, only_source=len(selected) == 1)
+                if pinned is not None:
+                    break
+            if pinned is None:
+                return None
+            found |= pinned
+    return frozenset(found)
+
+
+def scope_dirs(dirs_by_run_id: dict[str, list[str]], run_ids: Iterable[str]) -> Optional[list[str]]:
+    """The run directories that hold run_ids, or None if one of them has no directory with a
+    manifest (it may be a run known only by its folder name: read everything)."""
+    out: set[str] = set()
+    for run_id in set(run_ids):
+        dirs = dirs_by_run_id.get(run_id)
+        if not dirs:
+            return None
+        out.update(dirs)
+    return sorted(out)
