@@ -10,6 +10,7 @@ import json
 import math
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from rlprobe import RunReader, SamplingConfig  # noqa: E402
 from rlprobe.doctor.live import HaltPolicy  # noqa: E402
 from rlprobe.errors import ToolMissing  # noqa: E402
 from rlprobe.integrations import tiny  # noqa: E402
-from rlprobe.integrations.trl import attach, render  # noqa: E402
+from rlprobe.integrations.trl import _CountedSamples, _TokenCounter, attach, build_samples, render  # noqa: E402
 
 tiny.offline()
 
@@ -146,6 +147,95 @@ def test_conversational_prompts_are_rendered_as_text(model_path: str, tmp_path: 
     assert render([{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "what is it?"}]}]) == (
         "system: be brief\nuser: <image> what is it?"
     )
+
+
+def test_build_samples_reads_a_trl_completion_buffer() -> None:
+    logs = {
+        "prompt": ["2+2?", "2+2?", "3+3?", "3+3?"],
+        "completion": ["4", "5", [{"role": "assistant", "content": "6"}], "six"],
+        "rewards": {"correct": [1.0, 0.0, 1.0, math.nan], "short": [1.0, 1.0, 1.0, 0.5]},  # NaN: not scored
+        "advantages": [0.5, -0.5, 0.25, -0.25],
+        "extra": {"entropy": [0.1, 0.2, 0.3, None]},
+    }
+    samples, stats = build_samples(3, logs, num_generations=2, reward_names=["correct", "short"], reward_weights=[2.0, 1.0])
+
+    assert samples[0] == {
+        "prompt_text": "2+2?",
+        "completion_text": "4",
+        "reward_total": 3.0,  # 2.0 * 1.0 + 1.0 * 1.0
+        "reward_components": {"correct": 1.0, "short": 1.0},
+        "advantage": 0.5,
+        "group_id": "3-0",
+        "extra": {"entropy": 0.1},
+    }
+    assert samples[2]["completion_text"] == "6" and samples[2]["group_id"] == "3-1"
+    assert samples[3]["reward_total"] == 0.5 and samples[3]["reward_components"] == {"short": 0.5}
+    assert "extra" not in samples[3] and "completion_len" not in samples[3]  # no tokenizer given
+    # what TRL does not log: the reward range, the advantages' spread, the mean std within a group
+    assert (stats["reward_min"], stats["reward_max"]) == (0.5, 3.0)
+    assert stats["adv_mean"] == 0.0 and stats["adv_std"] == pytest.approx(math.sqrt(0.15625))
+    assert stats["group_reward_std_mean"] == pytest.approx((math.sqrt(2.0) + math.sqrt(2 * 1.25**2)) / 2)
+
+
+@pytest.fixture(scope="module")
+def bpe_tokenizer() -> Any:
+    """A byte-level BPE tokenizer trained on the spot: merges, unicode and whitespace runs, like an LLM's."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    corpus = ["the cat sat on the mat", "héllo wörld 🐈 cats", "def f(x):\n    return x + 1"] * 20
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    backend.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>")
+
+
+COMPLETIONS = ["the cat", "", "héllo 🐈🐈 wörld", "the cat", "  spaced\n\n  out  ", "<eos> after", "def f(x):\n    return x + 1"]
+
+
+def test_completion_len_is_the_tokenizers_own_count(bpe_tokenizer: Any) -> None:
+    # However rlprobe counts (the trainer's tokenizer, or a private copy on the recorder's writer
+    # thread; each distinct text once), the count is what the tokenizer itself says, and what
+    # rlprobe counted before with backend.encode_batch.
+    expected = [len(bpe_tokenizer(text, add_special_tokens=False)["input_ids"]) for text in COMPLETIONS]
+    before = [len(e.ids) for e in bpe_tokenizer.backend_tokenizer.encode_batch(COMPLETIONS, add_special_tokens=False)]
+    assert expected == before == [2, 0, 6, 2, 16, 7, 10]
+
+    assert _TokenCounter(bpe_tokenizer).lengths(COMPLETIONS) == expected
+    private = _TokenCounter(bpe_tokenizer, private_copy=True)
+    assert private.private and private.lengths(COMPLETIONS) == expected
+
+    class SlowTokenizer:  # no Rust backend: called the transformers way
+        def __call__(self, texts: list[str], **kwargs: Any) -> Any:
+            return bpe_tokenizer(texts, **kwargs)
+
+    assert _TokenCounter(SlowTokenizer(), private_copy=True).lengths(COMPLETIONS) == expected
+    assert _TokenCounter(None).lengths(COMPLETIONS) is None  # no tokenizer: no completion_len
+
+
+def test_a_truncation_left_on_the_trainers_tokenizer_does_not_shorten_completion_len(bpe_tokenizer: Any) -> None:
+    expected = [len(bpe_tokenizer(text, add_special_tokens=False)["input_ids"]) for text in COMPLETIONS]
+    bpe_tokenizer.backend_tokenizer.enable_truncation(3)  # what a user's own tokenizer call may leave behind
+    try:
+        assert _TokenCounter(bpe_tokenizer, private_copy=True).lengths(COMPLETIONS) == expected
+    finally:
+        bpe_tokenizer.backend_tokenizer.no_truncation()
+
+
+def test_kept_samples_are_counted_when_the_recorder_reads_them(bpe_tokenizer: Any) -> None:
+    samples = [{"completion_text": text} for text in COMPLETIONS]
+    counted = _CountedSamples(samples, _TokenCounter(bpe_tokenizer, private_copy=True))
+    assert "completion_len" not in samples[0]  # nothing counted on the training thread
+
+    read: list[dict[str, Any]] = []
+    writer = threading.Thread(target=lambda: read.extend(counted))  # as the recorder's writer thread does
+    writer.start()
+    writer.join()
+    assert read == samples
+    assert [s["completion_len"] for s in read] == [len(bpe_tokenizer(t, add_special_tokens=False)["input_ids"]) for t in COMPLETIONS]
+    assert list(counted) == read  # reading again changes nothing
 
 
 def test_rloo_is_recorded_as_rloo(model_path: str, tmp_path: Path) -> None:

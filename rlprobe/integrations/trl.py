@@ -324,10 +324,12 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             chosen = [batch.sample(step, i) for i, _ in keep]
             processing_class = getattr(trainer, "processing_class", None)
             if processing_class is not self._counter.owner:
-                self._counter = _TokenCounter(processing_class)
-            lengths = self._counter.lengths([s["completion_text"] for s in chosen])
-            for sample, length in zip(chosen, lengths or ()):
-                sample["completion_len"] = length
+                self._counter = _TokenCounter(processing_class, private_copy=True)
+            if self._counter.private:
+                kept: Any = _CountedSamples(chosen, self._counter)  # counted on the writer thread
+            else:
+                _add_lengths(chosen, self._counter)
+                kept = chosen
         except Exception as exc:  # a changed buffer layout must never stop training
             if not self._shim_failed:
                 self._shim_failed = True
@@ -337,7 +339,7 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         if self.records is not None and self.recorder.active:
             self._write_records(step, [batch.sample(step, i) for i in range(batch.n)])
         if chosen:
-            self.recorder.log_samples(step, chosen)
+            self.recorder.log_samples(step, kept)
 
     def _write_records(self, step: int, samples: list[dict[str, Any]]) -> None:
         """The batch's groups as inference records (rlprobe.records), on the recording rank."""
@@ -562,12 +564,20 @@ class _TokenCounter:
     Special tokens such as EOS were stripped by the decode, so a finished completion counts one
     token less than it generated. The tokenizer is looked up once per tokenizer object: going
     through a transformers tokenizer's attributes costs more than counting eight short texts.
+    With private_copy, a fast tokenizer is counted with a copy of its own (see _CountedSamples).
     """
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, private_copy: bool = False) -> None:
         self.owner = tokenizer
+        self.private = False
         tok = getattr(tokenizer, "tokenizer", tokenizer)  # a multimodal processor wraps its tokenizer
         backend = getattr(tok, "backend_tokenizer", None) if tok is not None else None
+        if private_copy and backend is not None:
+            try:
+                backend = _private_copy(backend)
+                self.private = True
+            except Exception:
+                pass  # e.g. a custom Python pre-tokenizer, which does not serialize: share it
         # A fast tokenizer's Rust backend skips transformers' per-call Python overhead, and
         # encode_batch_fast (tokenizers >= 0.20) skips the character offsets we do not read:
         # the same ids either way.
@@ -582,7 +592,7 @@ class _TokenCounter:
         distinct = list(dict.fromkeys(texts))
         try:
             if self._encode is not None:
-                counts = [len(encoding.ids) for encoding in self._encode(distinct, add_special_tokens=False)]
+                counts = [len(encoding) for encoding in self._encode(distinct, add_special_tokens=False)]
             else:
                 ids = self._call(distinct, add_special_tokens=False, return_attention_mask=False)["input_ids"]
                 counts = [len(x) for x in ids]
@@ -592,6 +602,49 @@ class _TokenCounter:
             return counts
         by_text = dict(zip(distinct, counts))
         return [by_text[text] for text in texts]
+
+
+def _private_copy(backend: Any) -> Any:
+    """A tokenizers.Tokenizer equal to backend and shared with nobody, without truncation or padding."""
+    from tokenizers import Tokenizer
+
+    copy = Tokenizer.from_str(backend.to_str())
+    # transformers sets these on the shared backend for each call it makes and resets them
+    # afterwards; a completion's length is its whole length
+    copy.no_truncation()
+    copy.no_padding()
+    return copy
+
+
+def _add_lengths(samples: list[dict[str, Any]], counter: _TokenCounter) -> None:
+    lengths = counter.lengths([s["completion_text"] for s in samples])
+    for sample, length in zip(samples, lengths or ()):
+        sample["completion_len"] = length
+
+
+class _CountedSamples:
+    """A step's kept samples that add completion_len to each one when first iterated.
+
+    Recorder.log_samples takes any iterable and reads it on its writer thread: re-tokenizing
+    there takes it off the training loop's thread, and off the core the model's step keeps
+    evicting from its caches. The writer uses a private copy of the tokenizer, because a Rust
+    tokenizer used by two threads at once can fail ('Already borrowed') in the training loop.
+    Iterated on any thread, the samples come out the same; a crash still drains them to disk,
+    as the recorder drains every queued record.
+    """
+
+    __slots__ = ("samples", "counter", "counted")
+
+    def __init__(self, samples: list[dict[str, Any]], counter: _TokenCounter) -> None:
+        self.samples = samples
+        self.counter = counter
+        self.counted = False
+
+    def __iter__(self) -> Any:
+        if not self.counted:
+            self.counted = True
+            _add_lengths(self.samples, self.counter)
+        return iter(self.samples)
 
 
 def _batch_stats(totals: list[Optional[float]], advantages: list[Optional[float]], group: Optional[int]) -> dict[str, float]:
