@@ -120,14 +120,23 @@ def _create_features(con: duckdb.DuckDBPyConnection) -> None:
             run(con, f.sql, fetch="none")
 
 
+_ORDER = {"steps": "run_id, step", "samples": "run_id"}
+
+
 def _materialize(con: duckdb.DuckDBPyConnection) -> None:
     """Read the steps and samples once (detectors query them many times), sorted by run so a
     per-run filter skips other runs' row groups, then build the feature views over the copies."""
-    for view in ("steps", "samples"):
-        order = "run_id, step" if view == "steps" else "run_id"
+    for view, order in _ORDER.items():
         run(con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view} ORDER BY {order}", fetch="none")
         run(con, f"CREATE OR REPLACE VIEW v1.{view} AS SELECT * FROM doctor_{view}", fetch="none")
     _create_features(con)
+
+
+def _restore_recorded_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Point v1.steps and v1.samples at the recording again (sql/v*/views), not at a copy."""
+    for f in sqlfiles.load(max(sqlfiles.versions())):
+        if f.kind == "view" and f.name in _ORDER:
+            run(con, f.sql, fetch="none")
 
 
 # Runs whose steps add up to about this many are diagnosed together: one feature pass, one pass
@@ -154,13 +163,18 @@ class _RootSession:
         chunk_steps = chunk_steps or _CHUNK_STEPS
         self.chunk_of: dict[str, int] = {}
         self.chunks: list[list[str]] = []
+        self.chunk_dirs: list[list[str]] = []
         size = 0
         for info in runs:
             if not self.chunks or size + int(info["steps"]) > chunk_steps and self.chunks[-1]:
                 self.chunks.append([])
+                self.chunk_dirs.append([])
                 size = 0
-            self.chunks[-1].append(info["run_id"])
-            self.chunk_of[info["run_id"]] = len(self.chunks) - 1
+            if info["run_id"] not in self.chunk_of:
+                self.chunks[-1].append(info["run_id"])
+                self.chunk_of[info["run_id"]] = len(self.chunks) - 1
+            # a run_id in two folders is read from both, in the chunk it first came in
+            self.chunk_dirs[self.chunk_of[info["run_id"]]].append(info["run_dir"])
             size += int(info["steps"])
         self.current: int | None = None
         self.features_by_run: dict[str, pa.Table] = {}
@@ -171,14 +185,23 @@ class _RootSession:
             run(self.con, f"CREATE OR REPLACE VIEW v1.{view} AS SELECT * FROM {table_prefix}{view} WHERE {where}", fetch="none")
 
     def _load_chunk(self, index: int) -> None:
-        if self.cached:
-            _create_features(self.con)  # the feat_* views over v1.steps again, not over the last chunk's tables
         for name in self.cached:
             run(self.con, f"DROP TABLE IF EXISTS doctor_cache_{name}", fetch="none")
         self.cached = set()
         self.current = index
         run(self.con, "SET VARIABLE rlprobe_doctor_runs = ?", [self.chunks[index]], fetch="none")
+        # Only this chunk's runs are read (their folders alone are listed), and only they are
+        # held in memory: a root of thousands of runs costs one chunk's memory, not the root's.
+        _restore_recorded_views(self.con)
+        run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [self.chunk_dirs[index]], fetch="none")
+        try:
+            for view, order in _ORDER.items():
+                run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view} "
+                              f"WHERE {_IN_CHUNK} ORDER BY {order}", fetch="none")
+        finally:
+            run(self.con, "RESET VARIABLE rlprobe_scope", fetch="none")
         self._point(("steps", "samples"), "doctor_", _IN_CHUNK)
+        _create_features(self.con)
         self.features_by_run = _split(run(self.con, _FEATURES_SQL), "run_id")
         self._point(("steps", "samples"), "doctor_", _IN_RUN)
 
@@ -217,8 +240,8 @@ def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[s
     runs = _runs_of(store.con)
     if not runs:
         raise NotARecording(f"{path} has no steps recorded yet: nothing to diagnose")
-    _materialize(store.con)
     if len(runs) == 1:
+        _materialize(store.con)
         return _diagnose_connection(store.con, runs, cfg)
     return _diagnose_connection(store.con, runs, cfg, _RootSession(store.con, runs))
 
