@@ -111,6 +111,15 @@ def test_query_csv_over_root_and_single_run_matches_local(s3: dict[str, Any]) ->
         assert int(csv_rows(remote_run.stdout)[0]["steps"]) > 0
 
 
+def test_a_run_id_filter_on_a_bucket_lists_only_that_runs_folder(s3: dict[str, Any]) -> None:
+    store = open_store(s3["url"])
+    run_id = store.rows("SELECT run_id FROM manifest WHERE run_dir LIKE '%/lr[1e-5]'")[2][0][0]
+    sql = f"SELECT count(*), max(step), sum(entropy_mean) FROM steps WHERE run_id = '{run_id}'"
+    assert store.scope_for(sql) == [s3["url"] + "/sweep/lr[1e-5]"]
+    assert store.rows(sql)[2] == open_store(s3["url"]).con.sql(sql).fetchall()  # the unscoped answer
+    assert store.rows(sql)[2][0][0] == 200
+
+
 def test_reader_and_connection_work_on_a_url(s3: dict[str, Any]) -> None:
     reader = RunReader(s3["url"] + "/collapse")
     assert reader.run_dir.name == "collapse"
