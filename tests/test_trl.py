@@ -22,7 +22,7 @@ from rlprobe import RunReader, SamplingConfig  # noqa: E402
 from rlprobe.doctor.live import HaltPolicy  # noqa: E402
 from rlprobe.errors import ToolMissing  # noqa: E402
 from rlprobe.integrations import tiny  # noqa: E402
-from rlprobe.integrations.trl import _CountedSamples, _TokenCounter, attach, build_samples, render  # noqa: E402
+from rlprobe.integrations.trl import _CountedSamples, _CountQueue, _TokenCounter, attach, build_samples, render  # noqa: E402
 
 tiny.offline()
 
@@ -225,17 +225,29 @@ def test_a_truncation_left_on_the_trainers_tokenizer_does_not_shorten_completion
 
 
 def test_kept_samples_are_counted_when_the_recorder_reads_them(bpe_tokenizer: Any) -> None:
-    samples = [{"completion_text": text} for text in COMPLETIONS]
-    counted = _CountedSamples(samples, _TokenCounter(bpe_tokenizer, private_copy=True))
-    assert "completion_len" not in samples[0]  # nothing counted on the training thread
+    def tokens(text: str) -> int:
+        return len(bpe_tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    queue = _CountQueue(_TokenCounter(bpe_tokenizer, private_copy=True))
+    step_1 = [{"completion_text": text} for text in COMPLETIONS]
+    step_2 = [{"completion_text": "the mat"}]
+    counted_1, counted_2 = _CountedSamples(step_1, queue), _CountedSamples(step_2, queue)
+    assert "completion_len" not in step_1[0]  # nothing counted on the training thread
 
     read: list[dict[str, Any]] = []
-    writer = threading.Thread(target=lambda: read.extend(counted))  # as the recorder's writer thread does
+    writer = threading.Thread(target=lambda: read.extend(counted_1))  # as the recorder's writer thread does
     writer.start()
     writer.join()
-    assert read == samples
-    assert [s["completion_len"] for s in read] == [len(bpe_tokenizer(t, add_special_tokens=False)["input_ids"]) for t in COMPLETIONS]
-    assert list(counted) == read  # reading again changes nothing
+    assert read == step_1 and [s["completion_len"] for s in read] == [tokens(t) for t in COMPLETIONS]
+    assert step_2[0]["completion_len"] == tokens("the mat")  # the step queued behind it: one tokenizer call
+    assert list(counted_1) == read and list(counted_2) == step_2  # reading again changes nothing
+
+
+def test_a_step_pushed_out_of_the_count_queue_counts_itself(bpe_tokenizer: Any) -> None:
+    queue = _CountQueue(_TokenCounter(bpe_tokenizer, private_copy=True))
+    steps = [_CountedSamples([{"completion_text": "the cat " * i}], queue) for i in range(100)]  # more than it holds
+    assert [s["completion_len"] for s in steps[0]] == [len(bpe_tokenizer("", add_special_tokens=False)["input_ids"])]
+    assert all(list(step)[0]["completion_len"] == len(bpe_tokenizer("the cat " * i, add_special_tokens=False)["input_ids"]) for i, step in enumerate(steps))
 
 
 def test_rloo_is_recorded_as_rloo(model_path: str, tmp_path: Path) -> None:

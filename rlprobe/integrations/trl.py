@@ -18,10 +18,12 @@ transformers is imported at module import when it is installed, so the callback 
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import os
 import random
+import threading
 from collections import abc
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -141,6 +143,7 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         self._args_seen: Any = None
         self._args_process_index = 0
         self._counter = _TokenCounter(None)
+        self._count_queue = _CountQueue(self._counter)
 
     # -- what the live doctor needs ------------------------------------------------------------
     @property
@@ -325,8 +328,9 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             processing_class = getattr(trainer, "processing_class", None)
             if processing_class is not self._counter.owner:
                 self._counter = _TokenCounter(processing_class, private_copy=True)
+                self._count_queue = _CountQueue(self._counter)
             if self._counter.private:
-                kept: Any = _CountedSamples(chosen, self._counter)  # counted on the writer thread
+                kept: Any = _CountedSamples(chosen, self._count_queue)  # counted on the writer thread
             else:
                 _add_lengths(chosen, self._counter)
                 kept = chosen
@@ -626,25 +630,53 @@ class _CountedSamples:
     """A step's kept samples that add completion_len to each one when first iterated.
 
     Recorder.log_samples takes any iterable and reads it on its writer thread: re-tokenizing
-    there takes it off the training loop's thread, and off the core the model's step keeps
-    evicting from its caches. The writer uses a private copy of the tokenizer, because a Rust
-    tokenizer used by two threads at once can fail ('Already borrowed') in the training loop.
-    Iterated on any thread, the samples come out the same; a crash still drains them to disk,
-    as the recorder drains every queued record.
+    there takes it off the training loop's thread. The writer uses a private copy of the
+    tokenizer, because a Rust tokenizer used by two threads at once can fail ('Already
+    borrowed') in the training loop. Iterated on any thread, the samples come out the same; a
+    crash still drains them to disk, as the recorder drains every queued record.
     """
 
-    __slots__ = ("samples", "counter", "counted")
+    __slots__ = ("samples", "counted", "_queue")
 
-    def __init__(self, samples: list[dict[str, Any]], counter: _TokenCounter) -> None:
+    def __init__(self, samples: list[dict[str, Any]], queue: "_CountQueue") -> None:
         self.samples = samples
-        self.counter = counter
         self.counted = False
+        self._queue = queue
+        queue.waiting.append(self)
 
     def __iter__(self) -> Any:
         if not self.counted:
-            self.counted = True
-            _add_lengths(self.samples, self.counter)
+            self._queue.count(self)
         return iter(self.samples)
+
+
+class _CountQueue:
+    """The _CountedSamples not counted yet, so that one tokenizer call counts them all.
+
+    The writer thread wakes every few steps and reads the steps queued since; a tokenizer call
+    has a fixed cost (a cold one costs more than eight short completions), so the first step
+    read counts the later ones too.
+    """
+
+    def __init__(self, counter: _TokenCounter) -> None:
+        self.counter = counter
+        # bounded, for steps the recorder dropped and never reads: one pushed out counts itself
+        self.waiting: collections.deque[_CountedSamples] = collections.deque(maxlen=64)
+        self._lock = threading.Lock()
+
+    def count(self, first: _CountedSamples) -> None:
+        """Add completion_len to first's samples and to those of every step waiting."""
+        with self._lock:
+            if first.counted:
+                return  # another thread counted it while this one waited for the lock
+            batches = [first]
+            while self.waiting:
+                batch = self.waiting.popleft()
+                if not batch.counted and batch is not first:
+                    batches.append(batch)
+            for batch in batches:
+                batch.counted = True
+            _add_lengths([sample for batch in batches for sample in batch.samples], self.counter)
 
 
 def _batch_stats(totals: list[Optional[float]], advantages: list[Optional[float]], group: Optional[int]) -> dict[str, float]:
