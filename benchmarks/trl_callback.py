@@ -167,6 +167,7 @@ def one_rep(arm: str, model_path: Path, scratch: Path, steps: int, rep: int, war
         hooks_cpu_s = sum(v for k, v in timer.cpu_seconds.items() if k != "on_train_end")
         out.update(
             hooks_s=timer.seconds,
+            hooks_cpu_s=timer.cpu_seconds,
             hooks_per_step_s=hooks_s / steps,
             hooks_cpu_per_step_s=hooks_cpu_s / steps,
             diagnose_s=timer.diagnose_s,
@@ -242,6 +243,10 @@ def main() -> None:
         writer = C.median(r["writer_cpu_step_s"] for r in by_arm[arm])
         base_cpu_step = C.median(base_cpu.values())
         figures[arm]["hooks_cpu_per_step_s"] = hooks_cpu
+        # where the hooks' CPU goes; on_train_begin runs once and is spread over the run's steps
+        figures[arm]["hook_cpu_per_step_s"] = {
+            name: C.median(r["hooks_cpu_s"][name] / options.steps for r in by_arm[arm]) for name in HOOKS if name != "on_train_end"
+        }
         figures[arm]["writer_cpu_step_s"] = writer
         # CPU over CPU: on a loaded box wall time stretches, CPU time much less
         figures[arm]["model_pct_of_base_cpu_step"] = 100 * (hooks_cpu + writer) / base_cpu_step
@@ -269,6 +274,9 @@ def main() -> None:
     print(f"recording, process CPU:    {record_cpu_pct:+.2f}%  ({C.met_text(targets['record_cpu_overhead'])})")
     print(f"recording, in the hooks:   {figures['record']['hooks_pct_of_base_step']:.2f}%  ({C.met_text(targets['record_hooks_share'])})")
     print(f"recording, hooks + writer CPU / step CPU: {figures['record']['model_pct_of_base_cpu_step']:.2f}%  ({C.met_text(targets['record_cost_model'])})")
+    by_hook = figures["record"]["hook_cpu_per_step_s"]
+    print("recording, hooks CPU per step: " + ", ".join(f"{name} {by_hook[name] * 1e6:.0f} us" for name in by_hook)
+          + " (on_train_begin runs once, spread over the steps)")
     print(f"once per run: writer start-up {C.median(r['startup_s'] for r in by_arm['record']) * 1e3:.0f} ms, "
           f"train end (close, compaction) {C.median(r['close_s'] for r in by_arm['record']) * 1e3:.0f} ms")
     print(f"load average 1 min: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end")
