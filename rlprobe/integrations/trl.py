@@ -9,7 +9,9 @@ Scalars come from `on_log` (the dict TRL hands every callback), mapped through
 (`trainer._logs`, `_textual_logs` before TRL 0.2x), read at `on_step_end`: TRL has already gathered
 it from every rank and keeps only the latest generation batch, which is exactly one step's
 rollouts. That buffer is not a public API, so reading it is a "shim": when it is missing the
-callback writes one `shim_unavailable` event and keeps recording scalars.
+callback writes one `shim_unavailable` event and keeps recording scalars. Only the samples the
+recorder keeps become dicts, and their completion_len (TRL keeps text, not token ids) is counted
+on the recorder's writer thread, off the training loop.
 
 transformers is imported at module import when it is installed, so the callback can subclass
 `TrainerCallback`; without it this module still imports and `attach` raises `ToolMissing`.
