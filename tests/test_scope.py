@@ -32,6 +32,18 @@ def test_what_a_query_provably_reads(sql: str, expected: set[str]) -> None:
     assert run_ids_read(sql) == frozenset(expected)
 
 
+@pytest.mark.parametrize("sql, params, expected", [
+    ("SELECT * FROM steps WHERE run_id = $run_id", {"run_id": "a"}, frozenset({"a"})),
+    ("SELECT * FROM steps WHERE run_id = $2 AND step > $1", [3, "b"], frozenset({"b"})),
+    ("SELECT * FROM steps WHERE run_id = ?", ["c"], frozenset({"c"})),
+    ("SELECT * FROM steps WHERE run_id = ? AND step > ?", ["c", 3], None),  # which ? is which: not guessed
+    ("SELECT * FROM steps WHERE run_id = $run_id", {"other": "a"}, None),
+    ("SELECT * FROM steps WHERE run_id = $run_id", {"run_id": 7}, None),
+])
+def test_parameters_bound_to_text_count_as_that_text(sql: str, params: object, expected: frozenset[str] | None) -> None:
+    assert run_ids_read(sql, params) == expected
+
+
 @pytest.mark.parametrize("sql", [
     "SELECT * FROM steps",
     "SELECT * FROM steps WHERE run_id = 'a' OR step > 3",                      # not a conjunct

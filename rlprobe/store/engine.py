@@ -12,7 +12,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import duckdb
 
@@ -62,11 +62,11 @@ class Store:
         """Run sql over the views and return (column names, SQL type names, rows)."""
         return self._scoped(sql, params, "rows")
 
-    def scope_for(self, sql: str) -> list[str] | None:
-        """The run directories sql can read below a root; None for all of them."""
+    def scope_for(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> list[str] | None:
+        """The run directories sql (with params) can read below a root; None for all of them."""
         if self.target.kind != "root":
             return None
-        run_ids = scope.run_ids_read(sql)
+        run_ids = scope.run_ids_read(sql, params)
         if run_ids is None:
             return None
         if not run_ids:
@@ -79,7 +79,7 @@ class Store:
 
     def _scoped(self, sql: str, params: Sequence[Any] | None, fetch: str) -> Any:
         """run(), with the views narrowed to the runs sql provably reads (rlprobe.store.scope)."""
-        dirs = self.scope_for(sql)
+        dirs = self.scope_for(sql, params)
         if dirs is None:
             return run(self.con, sql, params, fetch)
         run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [dirs], "none")

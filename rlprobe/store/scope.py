@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Iterable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 _EXPLAIN = re.compile(r"^\s*EXPLAIN(\s+ANALYZE)?\s+", re.I)
 
@@ -29,7 +29,7 @@ def _view_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def _literal_run_ids(condition: object, alias: str, only_source: bool) -> Optional[set[str]]:
+def _literal_run_ids(condition: object, alias: str, only_source: bool, bound: Callable[[object], Optional[str]]) -> Optional[set[str]]:
     """The run_ids a WHERE conjunct pins the source alias to, or None if it does not."""
     from sqlglot import exp
 
@@ -41,6 +41,8 @@ def _literal_run_ids(condition: object, alias: str, only_source: bool) -> Option
         )
 
     def text(node: object) -> Optional[str]:
+        if isinstance(node, exp.Placeholder):
+            return bound(node)
         return node.this if isinstance(node, exp.Literal) and node.is_string else None
 
     if isinstance(condition, exp.EQ):
@@ -66,12 +68,34 @@ def _conjuncts(where: object) -> list[object]:
     return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
 
 
-def run_ids_read(sql: str) -> Optional[frozenset[str]]:
+def _binder(statement: object, params: Any) -> Callable[[object], Optional[str]]:
+    """The text value a placeholder stands for: $name from a mapping, $N or a lone ? from a sequence."""
+    from sqlglot import exp
+
+    placeholders = list(statement.find_all(exp.Placeholder))  # type: ignore[attr-defined]
+
+    def bound(node: object) -> Optional[str]:
+        name = getattr(node, "this", None)
+        value: Any = None
+        if isinstance(params, Mapping) and isinstance(name, str) and not name.isdigit():
+            value = params.get(name)
+        elif isinstance(params, Sequence) and not isinstance(params, (str, bytes)):
+            if isinstance(name, str) and name.isdigit() and 1 <= int(name) <= len(params):
+                value = params[int(name) - 1]
+            elif name is None and len(placeholders) == 1 and len(params) == 1:
+                value = params[0]  # with several ?, which is which would depend on the parser's walk
+        return value if isinstance(value, str) else None
+
+    return bound
+
+
+def run_ids_read(sql: str, params: Any = None) -> Optional[frozenset[str]]:
     """The run_ids sql can read through rlprobe's views, or None when that cannot be proved.
 
     Proved means: one SELECT statement (EXPLAIN and EXPLAIN ANALYZE of one too), and every
     reference to a view or source, in every subquery and CTE, sits in a SELECT whose WHERE has
-    a top-level conjunct run_id = '<text>' or run_id IN ('<text>', ...) on that reference.
+    a top-level conjunct run_id = '<text>' or run_id IN ('<text>', ...) on that reference. A
+    parameter bound to text counts as that text ($name, $1, or the only ? of the query).
     """
     import sqlglot
     from sqlglot import exp
@@ -85,6 +109,7 @@ def run_ids_read(sql: str) -> Optional[frozenset[str]]:
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         return None
     views = _view_names()
+    bound = _binder(statements[0], params)
     found: set[str] = set()
     try:
         scopes = traverse_scope(statements[0])
@@ -100,7 +125,7 @@ def run_ids_read(sql: str) -> Optional[frozenset[str]]:
             where = scope.expression.args.get("where") if isinstance(scope.expression, exp.Select) else None
             pinned = None
             for conjunct in _conjuncts(where):
-                pinned = _literal_run_ids(conjunct, alias, only_source=len(selected) == 1)
+                pinned = _literal_run_ids(conjunct, alias, len(selected) == 1, bound)
                 if pinned is not None:
                     break
             if pinned is None:
