@@ -128,6 +128,17 @@ def test_compacted_file_of_one_run_does_not_hide_parts_of_another(tmp_path: Path
     _compact_but_keep_parts(tmp_path / "root" / "a")
     got = rows(tmp_path / "root", "SELECT run_id, count(*) AS n, count(DISTINCT step) AS d FROM steps GROUP BY ALL ORDER BY run_id")
     assert got == [{"run_id": "a", "n": 5, "d": 5}, {"run_id": "b", "n": 3, "d": 3}]
+    # the runs view counts from file statistics (step and wall_time only): the same choice per file
+    got = rows(tmp_path / "root", "SELECT run_id, steps_recorded, first_step, last_step FROM runs ORDER BY run_id")
+    assert got == [{"run_id": "a", "steps_recorded": 5, "first_step": 0, "last_step": 4},
+                   {"run_id": "b", "steps_recorded": 3, "first_step": 0, "last_step": 2}]
+
+
+def test_runs_counts_from_the_compacted_file_alone_mid_compaction(live_run: Path) -> None:
+    _compact_but_keep_parts(live_run, lambda table: table.slice(0, 5))
+    got = rows(live_run, "SELECT steps_recorded, first_step, last_step FROM runs")
+    assert got == [{"steps_recorded": 5, "first_step": 0, "last_step": 4}]
+    assert rows(live_run, "SELECT count(*) AS n FROM steps") == [{"n": 5}]
 
 
 def test_steps_are_rank_0_only(ranked_run: Path) -> None:
