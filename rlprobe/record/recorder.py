@@ -26,7 +26,7 @@ from rlprobe.record.writer import PartialWrite, RunWriter, prewarm_parquet
 from rlprobe.schemas import Event, RunManifest
 
 _STEP, _SAMPLES, _FLUSH, _STOP = range(4)
-_POLL_S = 0.05  # how often the writer thread drains the queue when nobody wakes it
+_POLL_S = 0.2  # how often the writer thread drains the queue when nobody wakes it (each wake costs the training thread GIL time)
 _CLOSE_TIMEOUT_S = 30.0
 _BAD_REPORTS_PER_FIELD = 3  # then repeats of the same bad field are only counted
 
