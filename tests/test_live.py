@@ -367,6 +367,70 @@ def test_incremental_diagnosis_equals_a_fresh_diagnose_path(tmp_path: Path, kind
     same_as_full_doctor(watcher, run)
 
 
+def cached_features_hold_their_views(watcher: RunWatcher) -> None:
+    """Each feature table the watcher updates by deltas holds exactly what its SQL gives over all rows."""
+    tables = watcher._tables
+    assert tables is not None and tables.cached
+    for view in tables.cached:
+        cache, full = f"live_cache_{view}", f"v1.live_src_{view}"
+        ((differ,),) = tables.con.execute(
+            f"SELECT count(*) FROM ((SELECT * FROM {cache} EXCEPT ALL SELECT * FROM {full}) "
+            f"UNION ALL (SELECT * FROM {full} EXCEPT ALL SELECT * FROM {cache}))"
+        ).fetchall()
+        assert differ == 0, f"{view}: {differ} rows differ"
+
+
+def test_feature_caches_follow_the_run_by_deltas(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    synth = make_run("REF_POLICY_DRIFT_ASYMMETRY", n_steps=1100, seed=1)  # logs kl_positional and samples
+    rows = _step_rows(synth)
+    watcher = RunWatcher(run)
+    rec = Recorder(run, capture_env=False, install_handlers=False, steps_per_flush=10**6, flush_interval_s=3600)
+    how = []
+    # up to 1,000 steps a bin is one step; past that, two: the bins move once, at step 1,000
+    for lo, hi in ((0, 600), (600, 990), (990, 1000), (1000, 1050), (1050, 1100)):
+        log_chunk(rec, synth, rows, lo, hi, samples_every=2)
+        watcher.tick()
+        assert watcher._tables is not None
+        how.append(watcher._tables.last_refresh)
+        cached_features_hold_their_views(watcher)
+    assert [h["doctor_binned"] for h in how] == ["all", "by bin", "by bin", "all", "by bin"]
+    assert [h["feat_policy_kl_positional"] for h in how] == ["all", "by bin", "by bin", "all", "by bin"]
+    assert [h["feat_reward_samples"] for h in how] == ["all", "by step", "by step", "by step", "by step"]
+    for view in ("doctor_binned", "feat_policy_kl_positional", "feat_reward_samples"):
+        assert watcher._tables.con.execute(f"SELECT count(*) FROM live_cache_{view}").fetchall()[0][0] > 0
+    same_as_full_doctor(watcher, run)
+    rec.close()  # compacted: every step's file changed
+    watcher.tick()
+    cached_features_hold_their_views(watcher)
+    same_as_full_doctor(watcher, run)
+
+
+def test_reads_one_copy_of_each_sample_shard(tmp_path: Path) -> None:
+    """A listing may catch a shard twice (rlprobe.layout): the sealed copy wins, else the newest open one."""
+    run = tmp_path / "run"
+    write_run(run, "REWARD_HACK_LENGTH", n_steps=120, seed=1, samples_every=2)  # sealed shards, plain names
+    shard = run / "samples" / "shard-00000.parquet"
+    watcher = RunWatcher(run)
+
+    def samples_held() -> int:
+        watcher.tick()
+        assert watcher._tables is not None
+        return int(watcher._tables.con.execute("SELECT count(*) FROM live_samples").fetchall()[0][0])
+
+    n = samples_held()
+    assert n > 0
+    stale = run / "samples" / "shard-00000.open-000009.parquet"
+    stale.write_bytes(shard.read_bytes())  # an open version not yet deleted after sealing
+    assert samples_held() == n
+    stale.unlink()
+    shard.rename(run / "samples" / "shard-00000.open-000003.parquet")  # still open: version 3 ...
+    stale = run / "samples" / "shard-00000.open-000002.parquet"
+    stale.write_bytes((run / "samples" / "shard-00000.open-000003.parquet").read_bytes())  # ... and 2
+    assert samples_held() == n
+    same_as_full_doctor(watcher, run)
+
+
 def test_rank_sub_recordings_count_as_the_views_count_them(ranked_run: Path) -> None:
     watcher = RunWatcher(ranked_run)
     watcher.tick()

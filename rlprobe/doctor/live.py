@@ -12,6 +12,11 @@ run's step and sample rows, each row tagged with the file it came from, and each
 per-file deltas: rows of files that vanished or changed are deleted, new or changed files are
 read. The tables then hold exactly what the steps and samples views would read, and the doctor
 runs over them, so a tick gives the same findings as a fresh `diagnose_path` of the same files.
+
+The doctor's costliest feature views are kept incrementally too (_LiveTables.refresh): as
+tables, recomputed each tick only for the keys (a bin of steps, a step's samples) whose rows
+changed. On a long run a tick then costs about what the new rows and the binned series cost,
+not what all steps and samples cost.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from rlprobe.doctor.findings import SEVERITY_ORDER, Finding
+from rlprobe.layout import SHARD_RE, newest_shards
 
 if TYPE_CHECKING:
     import duckdb
@@ -65,9 +71,9 @@ class HaltPolicy:
 
 # -- the run's files ------------------------------------------------------------------------
 # The views' globs (sql/v1/sources): steps/part-*.parquet, steps.parquet, samples/shard-*.parquet,
-# in the run directory and in its rank-NNN sub-recordings. Hidden temp files never match.
+# in the run directory and in its rank-NNN sub-recordings. Hidden temp files never match. Of a
+# sample shard only one copy is read (rlprobe.layout: the sealed file, else the newest open one).
 _PART = re.compile(r"^part-.*\.parquet$")
-_SHARD = re.compile(r"^shard-.*\.parquet$")
 _RANK_DIR = re.compile(r"^rank-([0-9]+)$")
 _RECORDING_ENTRIES = ("manifest.json", "steps.parquet", "steps", "events.jsonl", "samples")
 
@@ -131,7 +137,9 @@ def _list_run(run_dir: Path) -> _Listing:
                 steps[str(rec_dir / "steps.parquet")] = _sig(compacted)
             else:
                 steps.update(_files(rec_dir / "steps", _PART))
-        for path, sig in _files(rec_dir / "samples", _SHARD).items():
+        shards = {os.path.basename(path): (path, sig) for path, sig in _files(rec_dir / "samples", SHARD_RE).items()}
+        for name in newest_shards(shards):
+            path, sig = shards[name]
             samples[path] = (sig, rank)
     return _Listing(steps, samples)
 
@@ -174,7 +182,14 @@ class _LiveTables:
         self.run_id: Optional[str] = None
         self.features_for: Optional[tuple[Any, ...]] = None  # the column sets the features were built on
         self.files_read = 0  # data files read so far: what "incremental" means, countable in tests
+        self.cached: tuple[str, ...] = ()  # feature views served from live_cache_* tables (see refresh)
+        self.caches_built = False  # the caches hold every key: refresh may go by deltas
+        self.bins: Optional[tuple[int, int]] = None  # (step_min, width) the by-bin caches were cut with
+        self.last_refresh: dict[str, str] = {}  # view -> how refresh last updated it: all | by bin | by step
         self.con.execute("CREATE SCHEMA v1")
+        for kind in ("steps", "samples"):
+            # steps whose rows changed since the last refresh (a NULL row stands for the NULL step)
+            self.con.execute(f"CREATE TABLE live_touched_{kind} (step BIGINT)")
         for kind, types in (("steps", STEP_COLUMN_TYPES), ("samples", SAMPLE_COLUMN_TYPES)):
             cols = {name: sql_type for name, sql_type in types.items()}
             cols["filename"] = "VARCHAR"
@@ -201,10 +216,15 @@ class _LiveTables:
         try:
             for kind, (gone, added) in plans.items():
                 table = self._TABLES[kind]
+                track = self.caches_built
                 if gone:
+                    if track:
+                        self._touch(kind, gone)
                     self.con.execute(f"DELETE FROM {table} WHERE filename IN (SELECT unnest(?::VARCHAR[]))", [gone])
                 if added:
                     self._insert(kind, table, added, ranks)
+                    if track:
+                        self._touch(kind, added)
             self.con.execute("COMMIT")
         except BaseException as exc:
             self.con.execute("ROLLBACK")
@@ -244,6 +264,14 @@ class _LiveTables:
                     f"UPDATE {table} SET rank = ? WHERE rank IS NULL AND filename IN (SELECT unnest(?::VARCHAR[]))", [rank, group]
                 )
 
+    def _touch(self, kind: str, paths: list[str]) -> None:
+        """Note the steps the rows of these files have (called before delete and after insert)."""
+        self.con.execute(
+            f"INSERT INTO live_touched_{kind} SELECT DISTINCT step FROM {self._TABLES[kind]} "
+            "WHERE filename IN (SELECT unnest(?::VARCHAR[]))",
+            [paths],
+        )
+
     @staticmethod
     def _fixed(kind: str) -> set[str]:
         from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
@@ -251,28 +279,143 @@ class _LiveTables:
         return set(STEP_COLUMN_TYPES if kind == "steps" else SAMPLE_COLUMN_TYPES) | {"filename"}
 
     # -- views ----------------------------------------------------------------------------
+    def _steps_view(self, where: str = "") -> None:
+        self.con.execute(
+            f"CREATE OR REPLACE VIEW v1.steps AS SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, "
+            f"* EXCLUDE (filename) FROM live_steps {where}"
+        )
+
+    def _samples_view(self, where: str = "") -> None:
+        self.con.execute(
+            f"CREATE OR REPLACE VIEW v1.samples AS SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, rank, "
+            f"* EXCLUDE (rank, filename) FROM live_samples {where}"
+        )
+
     def publish(self, run_id: str) -> bool:
         """(Re)create v1.steps / v1.samples for run_id and the doctor's features; True if rebuilt."""
         key = (run_id, tuple(self.columns["steps"]), tuple(self.columns["samples"]))
         if key == self.features_for:
             return False
-        rid = _sql_str(run_id)
-        self.con.execute(f"CREATE OR REPLACE VIEW v1.steps AS SELECT CAST({rid} AS VARCHAR) AS run_id, * EXCLUDE (filename) FROM live_steps")
-        self.con.execute(
-            f"CREATE OR REPLACE VIEW v1.samples AS SELECT CAST({rid} AS VARCHAR) AS run_id, rank, * EXCLUDE (rank, filename) FROM live_samples"
-        )
+        self.run_id = run_id
+        self._steps_view()
+        self._samples_view()
         # custom SQL detectors may name the unqualified views, as they can over a recording
         self.con.execute("CREATE OR REPLACE VIEW main.steps AS SELECT * FROM v1.steps")
         self.con.execute("CREATE OR REPLACE VIEW main.samples AS SELECT * FROM v1.samples")
         _engine_hooks()[0](self.con)
+        # Each cached feature view keeps its SQL as v1.live_src_<name>, and v1.<name> becomes a
+        # view of its table: the doctor's other views and the detectors read it by name, unchanged.
+        present = {r[0] for r in self.con.execute("SELECT view_name FROM duckdb_views() WHERE schema_name = 'v1'").fetchall()}
+        self.cached = tuple(v for v in (*_BY_BIN, *_BY_SAMPLE_STEP) if v in present)
+        for view in self.cached:
+            self.con.execute(f"DROP VIEW IF EXISTS v1.live_src_{view}")
+            self.con.execute(f"ALTER VIEW v1.{view} RENAME TO live_src_{view}")
+            self.con.execute(f"CREATE OR REPLACE TABLE live_cache_{view} AS SELECT * FROM v1.live_src_{view} LIMIT 0")
+            self.con.execute(f"CREATE VIEW v1.{view} AS SELECT * FROM live_cache_{view}")
+        self.caches_built = False
         self.features_for = key
-        self.run_id = run_id
         return True
+
+    def refresh(self) -> None:
+        """Bring the cached feature tables up to date with the step and sample tables.
+
+        A view's SQL runs again only over the rows of the keys whose input changed since the
+        last refresh, through v1.steps / v1.samples narrowed to those rows; that gives each such
+        key the rows it would get over all data. _BY_SAMPLE_STEP views are keyed by step (the
+        open shard's steps, on a live run). _BY_BIN views are keyed by doctor_binned's bin: the
+        new steps fall in the last bin or two, and the narrowed steps keep the first and last
+        step so the extent, and with it every bin's bounds, stays the same. When the extent
+        moves the bins do too, and the by-bin views are computed again from all steps.
+        """
+        con = self.con
+        ((step_min, width),) = con.execute(
+            # doctor_binned's bin width (sql/v1/detectors/10_doctor_binned.sql)
+            "SELECT min(step), greatest(1, CAST(ceil((max(step) - min(step) + 1) / 1000.0) AS BIGINT)) FROM live_steps"
+        ).fetchall()
+        bins = None if step_min is None else (int(step_min), int(width))
+        # the NULL step has no bin: any doubt, and the by-bin views start over
+        by_bin = self.caches_built and bins == self.bins and not con.execute(
+            "SELECT count(*) FILTER (step IS NULL) FROM live_touched_steps"
+        ).fetchall()[0][0]
+        how: dict[str, str] = {}
+        con.execute("BEGIN TRANSACTION")
+        try:
+            if by_bin:
+                con.execute(
+                    "CREATE OR REPLACE TEMP TABLE live_touched_bins AS "
+                    "SELECT DISTINCT CAST(floor((step - ?) / ?) AS BIGINT) AS bin FROM live_touched_steps",
+                    list(bins),
+                )
+            for view in self.cached:
+                if view in _BY_BIN and by_bin:
+                    self._steps_view(
+                        f"WHERE CAST(floor((step - {bins[0]}) / {bins[1]}) AS BIGINT) IN (SELECT bin FROM live_touched_bins) "
+                        f"OR step = {bins[0]} OR step = (SELECT max(step) FROM live_steps)"
+                    )
+                    con.execute(f"DELETE FROM live_cache_{view} WHERE bin IN (SELECT bin FROM live_touched_bins)")
+                    con.execute(
+                        f"INSERT INTO live_cache_{view} SELECT * FROM v1.live_src_{view} WHERE bin IN (SELECT bin FROM live_touched_bins)"
+                    )
+                    how[view] = "by bin"
+                elif view in _BY_SAMPLE_STEP and self.caches_built:
+                    self._samples_view(
+                        "WHERE step IN (SELECT step FROM live_touched_samples) "
+                        "OR (step IS NULL AND EXISTS (SELECT 1 FROM live_touched_samples WHERE step IS NULL))"
+                    )
+                    con.execute(
+                        f"DELETE FROM live_cache_{view} AS c WHERE EXISTS "
+                        "(SELECT 1 FROM live_touched_samples AS t WHERE t.step IS NOT DISTINCT FROM c.step)"
+                    )
+                    con.execute(f"INSERT INTO live_cache_{view} SELECT * FROM v1.live_src_{view}")
+                    how[view] = "by step"
+                else:  # every key, from all rows
+                    con.execute(f"DELETE FROM live_cache_{view}")
+                    con.execute(f"INSERT INTO live_cache_{view} SELECT * FROM v1.live_src_{view}")
+                    how[view] = "all"
+                    if view in _BY_BIN and not self._bins_agree(view, bins):
+                        bins = None  # this view cuts its bins otherwise: never go by bin
+                self._steps_view()  # all rows again, for the next view and for the detectors
+                self._samples_view()
+            con.execute("DELETE FROM live_touched_steps")
+            con.execute("DELETE FROM live_touched_samples")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            self.caches_built = False  # start over from all rows next time
+            raise
+        self.caches_built = True
+        self.bins = bins
+        self.last_refresh = how
+
+    def _bins_agree(self, view: str, bins: Optional[tuple[int, int]]) -> bool:
+        """True when each of the view's bins spans only steps of that bin as refresh cuts bins (step_min, width)."""
+        if bins is None:
+            return False
+        step_min, width = bins
+        ((wrong,),) = self.con.execute(
+            f"SELECT count(*) FROM live_cache_{view} WHERE bin IS DISTINCT FROM CAST(floor((step - ?) / ?) AS BIGINT) "
+            "OR bin IS DISTINCT FROM CAST(floor((step_hi - ?) / ?) AS BIGINT)",
+            [step_min, width, step_min, width],
+        ).fetchall()
+        return wrong == 0
 
     def step_stats(self) -> tuple[int, Optional[int]]:
         """Step rows held and the largest step (the runs view's steps_recorded and last_step)."""
         ((n, last),) = self.con.execute("SELECT count(*), max(step) FROM live_steps").fetchall()
         return int(n), (int(last) if last is not None else None)
+
+
+# Feature views the watcher serves from tables, each recomputed only where its input changed
+# (see _LiveTables.refresh).
+# One row per bin of doctor_binned (every step metric cut into at most 1,000 bins of consecutive
+# steps, sql/v1/detectors/10_doctor_binned.sql), computed from that bin's steps alone.
+# doctor_binned is read by doctor_baseline, doctor_features and, per reward metric,
+# feat_reward_noise: as a view, every reader cut all steps into bins again.
+_BY_BIN = ("doctor_binned", "feat_policy_kl_positional")
+# One row per (run_id, step) computed from that step's samples alone. feat_reward_samples
+# counts distinct completion texts per step: over all samples of a long run it was the most
+# expensive query of a diagnosis.
+_BY_SAMPLE_STEP = ("feat_reward_samples",)
 
 
 class _TypeConflict(Exception):
@@ -529,6 +672,7 @@ class RunWatcher:
 
             return diagnose_path(run_dir, self.config_path, self.config)[0]
         tables.publish(run_id)
+        tables.refresh()
         info = {"run_id": run_id, "run_dir": str(run_dir), "steps": self.steps, "last_step": self.last_step}
         return diagnose_connection(tables.con, [info], cfg)[0]
 
