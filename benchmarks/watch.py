@@ -9,8 +9,10 @@ process:
   watcher did every tick);
 - first tick: a fresh RunWatcher reads every file and diagnoses;
 - steady tick: the still-open Recorder logs 200 more steps (and their samples) and flushes,
-  then the watcher ticks: it reads the one new part and the rewritten open shard, and
-  diagnoses again. Split into read_s and diagnose_s;
+  then the watcher ticks: it reads the one new part and the open shard's new version, updates
+  its feature tables for the bins and steps that changed, and diagnoses again. Split into
+  read_s and diagnose_s; how each feature table was updated is printed per tick ("by bin",
+  "by step", or "all" when the bins moved);
 - idle tick: nothing new on disk (no read, no diagnosis);
 - compaction tick: after close() replaces the parts with steps.parquet (happens once).
 
@@ -34,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import base_parser, header, machine_info, print_table, summary, target, write_json  # noqa: E402
 
 from rlprobe import Recorder, SamplingConfig  # noqa: E402
+from rlprobe.layout import newest_shards  # noqa: E402
 from rlprobe.doctor import diagnose_path  # noqa: E402
 from rlprobe.doctor.live import RunWatcher  # noqa: E402
 from rlprobe.synth import make_run  # noqa: E402
@@ -80,7 +83,7 @@ def main() -> None:
     log_steps(rec, synth, rows, 0, n_steps, args.samples_every)
     build_s = time.perf_counter() - t0
     parts = len(list((run_dir / "steps").glob("part-*.parquet")))
-    shards = len(list((run_dir / "samples").glob("shard-*.parquet"))) if (run_dir / "samples").exists() else 0
+    shards = len(newest_shards(p.name for p in (run_dir / "samples").iterdir())) if (run_dir / "samples").exists() else 0
     size_mb = sum(f.stat().st_size for f in run_dir.rglob("*") if f.is_file()) / 1e6
     print(f"  recorded {n_steps} steps in {build_s:.0f} s: {parts} step parts, {shards} sample shards, {size_mb:.1f} MB, dropped {rec.dropped}")
 
@@ -111,7 +114,7 @@ def main() -> None:
         watcher.tick()
         idle.append(time.perf_counter() - t0)
 
-    steady, steady_read, steady_diag, files_per_tick = [], [], [], []
+    steady, steady_read, steady_diag, files_per_tick, refreshes = [], [], [], [], []
     for k in range(args.appends):
         lo = n_steps + k * FLUSH_EVERY
         log_steps(rec, synth, rows, lo, lo + FLUSH_EVERY, args.samples_every)
@@ -122,6 +125,8 @@ def main() -> None:
         steady_read.append(watcher.timings.get("read_s", float("nan")))
         steady_diag.append(watcher.timings.get("diagnose_s", float("nan")))
         files_per_tick.append(watcher.files_read - before)
+        tables = getattr(watcher, "_tables", None)
+        refreshes.append(dict(getattr(tables, "last_refresh", {})))
     after_appends_full = []
     t0 = time.perf_counter()
     diagnose_path(run_dir)
@@ -146,6 +151,7 @@ def main() -> None:
         "steady_tick_read_s": summary(steady_read),
         "steady_tick_diagnose_s": summary(steady_diag),
         "steady_files_read_per_tick": files_per_tick,
+        "steady_feature_refresh_per_tick": refreshes,
         "idle_tick_s": summary(idle),
         "compaction_tick_s": compaction_tick,
         "findings_full": full_findings,
@@ -162,7 +168,9 @@ def main() -> None:
         rows_.append((label, s["median"], s["min"], s["max"], s["median"] / base if base else float("nan")))
     rows_.append(("compaction tick (once)", compaction_tick, compaction_tick, compaction_tick, compaction_tick / base))
     print_table(f"RunWatcher on a {n_steps}-step live run ({parts} parts, {shards} shards)", ["", "median s", "min s", "max s", "x baseline"], rows_)
-    print(f"\n  files read per steady tick: {files_per_tick}; findings: full {full_findings}, first tick {watch_findings}")
+    print(f"\n  files read per steady tick: {files_per_tick}")
+    print("  feature tables per steady tick: " + "; ".join(", ".join(f"{k} {v}" for k, v in sorted(r.items())) or "-" for r in refreshes))
+    print(f"  findings: full {full_findings}, first tick {watch_findings}")
     print(f"  incremental diagnosis == fresh diagnose_path after the appends: {same}")
     targets = {"steady_tick_s": target(summary(steady)["median"], "<", 1.0, " s")}
     load = os.getloadavg()[0]
