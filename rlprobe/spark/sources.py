@@ -1,4 +1,4 @@
-"""The Spark side of sql/v1/sources: the same four source views, read with spark.read.
+"""The Spark side of sql/v1/sources: the same source views, read with spark.read.
 
 Each mirrors its DuckDB file (columns, order and rules), because the transpiled views rely on
 exactly those:
@@ -10,6 +10,10 @@ exactly those:
 - src_events: every events.jsonl line that parses and has a kind; data stays JSON text.
 - src_manifest: every run's manifest.json (rank folders excluded), parsed from its text so one
   broken manifest cannot hide the others; a newer recording format fails every query over it.
+- src_rollout_trace: every rollout_trace.jsonl line that is a JSON object with a string event,
+  seq its line number in the file, typed as the DuckDB source types it. Only the files named
+  rollout_trace.jsonl below the root: DuckDB's rlprobe_rollout_traces (extra trace files bound
+  to runs) is a session variable with no Spark counterpart.
 
 Files are found by Spark itself (recursiveFileLookup + pathGlobFilter), so a root can be any
 path Spark reads (hdfs://, s3a://, ...). Spark skips files whose names start with '.' or '_',
@@ -216,6 +220,109 @@ def manifest(spark: Any, root: str) -> Any:
     )
 
 
+_TRACE_TYPES = {
+    "run_dir": "string", "trace_file": "string", "seq": "bigint", "t": "double", "trace_run_id": "string",
+    "event": "string", "attempt_id": "string", "group_id": "string", "prompt_id": "string",
+    "generation_index": "bigint", "version": "bigint", "tokens": "bigint", "reason": "string",
+    "replaced_version": "bigint", "new_version": "bigint",
+    "calls": "array<struct<attempt_id: string, tokens_so_far: bigint>>", "step": "bigint",
+    "tokens_by_version": "array<struct<version: bigint, tokens: bigint>>", "trained_version": "bigint",
+    "path": "string", "data": "string",
+}
+# the line's keys, read by json_tuple in one pass over the line
+_TRACE_KEYS = (
+    "t", "run_id", "event", "attempt_id", "group_id", "prompt_id", "generation_index", "version", "tokens",
+    "reason", "replaced_version", "new_version", "calls", "step", "tokens_by_version", "trained_version", "path",
+)
+
+
+def _whole(text: str) -> str:
+    """v1.trace_int in Spark SQL: the BIGINT the text spells if it is a whole number, else NULL."""
+    number = f"try_cast({text} AS DOUBLE)"
+    # bround, not floor: Spark's floor returns a BIGINT, which overflows (an error under ANSI)
+    # past 2^63; the text itself is cast first so that a count beyond 2^53 stays exact
+    return (f"CASE WHEN {number} = bround({number}) "
+            f"THEN coalesce(try_cast({text} AS BIGINT), try_cast({number} AS BIGINT)) END")
+
+
+def _json_type_is(key: str, first: str) -> str:
+    """Whether the line's value at key is a JSON string ('"'), list ('[') or object ('{').
+
+    get_json_object and json_tuple give a string value without its quotes, so the text alone
+    cannot tell the string "[1]" from the list [1]; below an array wildcard, get_json_object
+    writes values as JSON, quotes included.
+    """
+    return f"startswith(get_json_object(concat('[', line, ']'), '$[*].{key}'), '{first}')"
+
+
+# A line that is one JSON value and nothing after it: get_json_object alone stops at the end of
+# the first value and ignores what follows. As the only element of '[...]' the line may only be
+# followed by ']', which '{"o": ...}' refuses, so together they leave room for nothing.
+_ONE_JSON_VALUE = (
+    "json_array_length(concat('[', line, ']')) = 1 "
+    "AND get_json_object(concat('{\"o\": ', line, '}'), '$.o') IS NOT NULL"
+)
+
+# refit calls: [[attempt_id, tokens_so_far], ...]. Usually every element is a list and one
+# from_json reads them all; otherwise (NULL) each element is looked at on its own, and one that
+# is not a list (a string "[...]" included) counts as no call, as in DuckDB.
+_CALL_PAIRS = """coalesce(
+    from_json(calls, 'array<array<string>>'),
+    transform(from_json(calls, 'array<string>'), (c, i) ->
+        CASE WHEN startswith(get_json_object(concat('[', calls, ']'), concat('$[*][', i, ']')), '[')
+             THEN from_json(c, 'array<string>') END))"""
+_CALLS = f"""CASE WHEN {_json_type_is('calls', '[')} THEN filter(
+    transform({_CALL_PAIRS}, p -> named_struct(
+        'attempt_id', try_element_at(p, 1), 'tokens_so_far', {_whole('try_element_at(p, 2)')})),
+    c -> c.attempt_id IS NOT NULL AND c.tokens_so_far IS NOT NULL) END"""
+_TOKENS_BY_VERSION = f"""CASE WHEN {_json_type_is('tokens_by_version', '{')} THEN filter(
+    transform(map_entries(from_json(tokens_by_version, 'map<string,string>')), e -> named_struct(
+        'version', {_whole('e.key')}, 'tokens', {_whole('e.value')})),
+    e -> e.version IS NOT NULL AND e.tokens IS NOT NULL) END"""
+
+
+def rollout_trace(spark: Any, root: str) -> Any:
+    """src_rollout_trace: every rollout_trace.jsonl line below root that is a JSON object with a string event."""
+    from pyspark.sql import functions as F
+
+    df = _read(spark, root, "rollout_trace.jsonl", lambda r, p: r.text(p, wholetext=True))
+    if df is None:
+        return spark.createDataFrame([], ", ".join(f"{_q(n)} {t}" for n, t in _TRACE_TYPES.items()))
+    df = _path_columns(df)
+    folder = F.regexp_extract("filename", r"^(.*)/rollout_trace\.jsonl$", 1)
+    # each file is one row, split here, so a line's position is its exact line number (seq, the
+    # order batch_age follows), which Spark's line reader would not keep; limit -1 keeps empty lines
+    lines = df.select(
+        F.regexp_replace(folder, r"/rank-[0-9]+$", "").alias("run_dir"),
+        F.col("filename").alias("trace_file"),
+        F.posexplode(F.split("value", "\n", -1)).alias("pos", "line"),
+    ).select(
+        "run_dir", "trace_file", (F.col("pos") + 1).cast("bigint").alias("seq"),
+        F.regexp_replace("line", "\r+$", "").alias("line"),
+    ).where(F.expr(f"{_ONE_JSON_VALUE} AND {_json_type_is('event', chr(34))}"))
+    fields = lines.select("*", F.json_tuple("line", *_TRACE_KEYS).alias(*_TRACE_KEYS))
+    return fields.selectExpr(
+        "run_dir", "trace_file", "seq",
+        "try_cast(t AS DOUBLE) AS t",
+        "run_id AS trace_run_id",
+        "event",
+        "attempt_id", "group_id", "prompt_id",
+        f"{_whole('generation_index')} AS generation_index",
+        f"{_whole('version')} AS version",
+        f"{_whole('tokens')} AS tokens",
+        "reason",
+        f"{_whole('replaced_version')} AS replaced_version",
+        f"{_whole('new_version')} AS new_version",
+        f"{_CALLS} AS calls",
+        f"{_whole('step')} AS step",
+        f"{_TOKENS_BY_VERSION} AS tokens_by_version",
+        f"{_whole('trained_version')} AS trained_version",
+        "path",
+        "line AS data",
+    )
+
+
 BUILDERS = {
     "src_steps": steps, "src_step_files": step_files, "src_samples": samples, "src_events": events, "src_manifest": manifest,
+    "src_rollout_trace": rollout_trace,
 }
