@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from rlprobe.doctor.findings import SEVERITY_ORDER, Finding
-from rlprobe.layout import SHARD_RE, newest_shards
+from rlprobe.layout import SEALED, SHARD_RE, newest_shards, parse_shard
 
 if TYPE_CHECKING:
     import duckdb
@@ -144,6 +144,12 @@ def _list_run(run_dir: Path) -> _Listing:
     return _Listing(steps, samples)
 
 
+def _is_open(path: str) -> bool:
+    """True for an open sample shard version (rlprobe.layout), which the next flush replaces."""
+    parsed = parse_shard(os.path.basename(path))
+    return parsed is not None and parsed[1] != SEALED
+
+
 class _FileVanished(Exception):
     """A listed file was gone (or replaced) when read: list again."""
 
@@ -199,6 +205,21 @@ class _LiveTables:
     # -- deltas ---------------------------------------------------------------------------
     def sync(self, listing: _Listing) -> bool:
         """Make the tables hold exactly the listed files' rows; True when anything changed."""
+        if not self.files["steps"] and not self.files["samples"]:
+            # The first load. DuckDB compresses an in-memory table at its first checkpoint (a
+            # 100k-step run with samples: 1.1 GB to 0.3 GB, seconds of work), and the first
+            # checkpoint after rows were deleted from that compressed data costs seconds again.
+            # Both would land on some later steady tick (automatic checkpoints); instead load
+            # the files that never change, checkpoint now, in the tick that is slow anyway, and
+            # then the open shard versions, whose rows every flush replaces.
+            sealed = {p: v for p, v in listing.samples.items() if not _is_open(p)}
+            changed = self._sync(_Listing(listing.steps, sealed))
+            if changed:
+                self.con.execute("CHECKPOINT")
+            return self._sync(listing) or changed
+        return self._sync(listing)
+
+    def _sync(self, listing: _Listing) -> bool:
         import duckdb
 
         wanted = {"steps": dict(listing.steps), "samples": {p: s for p, (s, _) in listing.samples.items()}}
@@ -383,6 +404,8 @@ class _LiveTables:
             con.execute("ROLLBACK")
             self.caches_built = False  # start over from all rows next time
             raise
+        if not self.caches_built:
+            self.con.execute("CHECKPOINT")  # compress the new tables now, not in a later tick (see sync)
         self.caches_built = True
         self.bins = bins
         self.last_refresh = how
