@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import random
+import re
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -116,12 +118,24 @@ def test_star_exclude_is_expanded_against_the_root_columns_and_names_are_rewritt
     assert "FROM v1_src_steps AS s" in sql and "v1." not in sql
 
 
+def test_a_materialized_cte_and_an_unordered_row_number_become_spark_sql(tmp_path: Path) -> None:
+    path = tmp_path / "numbered.sql"
+    path.write_text("-- name: numbered\n-- kind: view\nCREATE VIEW v1.numbered AS WITH c AS MATERIALIZED "
+                    "(SELECT a, b FROM v1.t) SELECT *, row_number() OVER () AS i FROM c;\n")
+    sql = transpile_file(sqlfiles.parse(path, 1), {"v1_t": {"a": "BIGINT", "b": "VARCHAR"}}).select
+    assert "MATERIALIZED" not in sql
+    # any order numbers the rows, and Spark wants one: the other columns give every scan the same
+    assert "ROW_NUMBER() OVER (ORDER BY c.a NULLS LAST, c.b NULLS LAST)" in sql
+
+
 def test_only_portable_files_are_transpiled() -> None:
     files, skipped = portable_files(1)
     names = {f.name for f in files}
     assert {"steps", "samples", "events", "runs", "manifest", "doctor_features"} <= names
     assert all(f.kind in ("view", "feature") for f in files)
-    assert all("src_rollout_trace" in why for _, why in skipped)
+    assert "rollout_events" in names
+    # batch_age transpiles, but Spark would plan each of its CTE references on its own
+    assert [(f.name, "CTE references" in why) for f, why in skipped] == [("batch_age", True)]
 
 
 def test_a_view_reading_files_is_refused(tmp_path: Path) -> None:
@@ -177,7 +191,68 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "rep" / "rank-001" / "samples").mkdir(parents=True)
     shutil.copy(root / "rep" / "samples" / "shard-00000.parquet", root / "rep" / "rank-001" / "samples" / "shard-00000.parquet")
     (root / "rep" / "rank-001" / "events.jsonl").write_text('{"timestamp": 5.0, "kind": "note", "data": {"a": [1, 2]}}\n')
+    # rollout traces: two runs of an async controller, written by RolloutTrace
+    write_controller_trace(root / "team" / "healthy" / "rollout_trace.jsonl", steps=6)
+    write_controller_trace(root / "live" / "rollout_trace.jsonl", steps=3)
+    with open(root / "live" / "rollout_trace.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"t": 1800000009.5, "run_id": "x", "event": "rollout_se')  # the torn line of a killed writer
+    # a trace of another tool in a folder of its own (no recording): odd values of every kind
+    write_odd_trace(root / "other-tool" / "rollout_trace.jsonl")
     return root
+
+
+def write_controller_trace(path: Path, steps: int) -> None:
+    """An async GRPO controller's trace: two groups of two calls per step, a refit cutting the
+    calls still running, an abandoned call, a discarded group, a restored call, a checkpoint."""
+    from rlprobe.rollouts import RolloutTrace
+
+    with RolloutTrace(path) as trace:
+        version = 0
+        for step in range(steps):
+            calls = [(f"a{step}.{g}.{k}", f"g{step}.{g}", 2 * step + g, k) for g in range(2) for k in range(2)]
+            for attempt, group, prompt, k in calls:  # prompt ids are numbers: the views show '4'
+                trace.emit("rollout_dispatch", attempt_id=attempt, group_id=group, prompt_id=prompt,
+                           generation_index=k, version=version)
+            trace.emit("refit", replaced_version=version, new_version=version + 1,
+                       calls=[[calls[1][0], 12], [calls[3][0], 0]])
+            version += 1
+            for i, (attempt, *_rest) in enumerate(calls):
+                trace.emit("rollout_seal", attempt_id=attempt, tokens=20 + 7 * i + step)
+            if step == 2:
+                trace.emit("rollout_abandon", attempt_id=calls[0][0], reason="timeout")
+                trace.emit("rollout_seal", attempt_id=calls[2][0], tokens=30.5)  # not a whole number: no count
+                trace.emit("group_discard", group_id="g-lost", prompt_id=99)
+                trace.emit("rollout_resume", attempt_id="r0", group_id=calls[0][1], prompt_id=0,
+                           generation_index=0, version=0, tokens=16)
+            trace.emit("group_publish", group_id=calls[0][1], step=step)
+            # the second group says its tokens itself; 2.0 is a whole number, "1.5" is not
+            trace.emit("group_publish", group_id=calls[2][1], step=step,
+                       tokens_by_version={str(version - 1): 30, str(version): 2.0, "1.5": 4})
+            trace.emit("train_step", step=step, trained_version=version)
+            trace.emit("weight_sync", version=version + 1)
+            version += 1
+        trace.emit("checkpoint_publish", step=steps - 1, path=str(path.parent / "ckpt"))
+
+
+def write_odd_trace(path: Path) -> None:
+    """Lines of every odd kind the source must type or drop exactly as DuckDB does."""
+    from test_rollouts import fuzz_trace  # random traces with ids as numbers, counts as text, ...
+
+    path.parent.mkdir(parents=True)
+    events = [e for seed in range(3) for e in fuzz_trace(random.Random(seed))]
+    lines = [json.dumps(e) for e in events]
+    lines[5:5] = [
+        "", "  ", "[1, 2]", '"text"', '{"event": 17}', '{"event": null}', '{"no_event": "x"}',
+        '{"event": "refit"}] trailing', '{"event": "refit"}, {"event": "refit"}', '{"event": "x"} {"event": "y"}',
+        '{"event": "refit", "calls": "[[\\"a0\\", 3]]", "tokens_by_version": "{\\"1\\": 2}"}',
+        '{"event": "refit", "calls": [["a0", 3], "[\\"a1\\", 4]", ["a2", "5"], ["a3"], null, [7, 8.0], ["a4", 1e3]]}',
+        '{"event": "group_publish", "step": "3", "tokens_by_version": {"1": null, "2": [1], "3": "4", "x": 1}}',
+        '{"event": "train_step", "step": 9223372036854775807, "trained_version": 1e300, "t": "1.5"}',
+        '{"event": "rollout_seal", "attempt_id": {"nested": [1, true]}, "tokens": 9007199254740993}',
+        '{"event": "rollout_seal", "attempt_id": "\\u00e9\\"q", "tokens": -0.0, "path": null}',
+    ]
+    # Windows line ends on the first lines, a file without a final newline
+    path.write_bytes(("\r\n".join(lines[:8]) + "\r\n" + "\n".join(lines[8:])).encode())
 
 
 @pytest.fixture(scope="module")
@@ -218,8 +293,10 @@ def _norm(value: Any, json_col: bool) -> Any:
         return float(value)
     if isinstance(value, float) and math.isnan(value):
         return "NaN"
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)):  # a Spark Row (a struct) is a tuple too
         return tuple(_norm(v, False) for v in value)
+    if isinstance(value, dict):  # a DuckDB struct: its fields in order
+        return tuple(_norm(v, False) for v in value.values())
     return value
 
 
@@ -234,6 +311,9 @@ def _type(duckdb_type: str) -> str:
         return "BIGINT"  # DuckDB widens sum() of integers to 128 bits; Spark keeps BIGINT
     if t.startswith("DECIMAL"):
         return "DECIMAL"  # VALUES literals: precision differs, values are compared below
+    if t.startswith("STRUCT("):  # lists of structs (rollout_events.calls): the same rule inside
+        fields = re.findall(r'"?(\w+)"? (\w+)', t)
+        return "STRUCT(" + ", ".join(f"{n.lower()} {_type(k)}" for n, k in fields) + ")" + t[t.rindex(")") + 1:]
     return t
 
 
@@ -279,6 +359,9 @@ QUERIES = [
     ("feat_opt_offpolicy", "SELECT * FROM {v}feat_opt_offpolicy", {}),
     ("feat_policy_kl_positional", "SELECT * FROM {v}feat_policy_kl_positional", {}),
     ("feat_gen_text_repetition", "SELECT * FROM {v}feat_gen_text_repetition", {}),
+    ("rollout_events", "SELECT * FROM rollout_events", {}),  # data: the same text, not only the same JSON
+    ("rollout_events_per_run", "SELECT run_id, event, count(*) AS n, sum(tokens) AS tokens, max(seq) AS last_line "
+                               "FROM rollout_events GROUP BY run_id, event", {}),
 ]
 
 
@@ -320,6 +403,34 @@ def test_spark_equals_duckdb(duck: Any, spark: Any, name: str, query: str, json_
         assert _same(d, s), f"{name}: DuckDB {d} != Spark {s}"
 
 
+@needs_spark
+def test_rollout_trace_lines_on_spark(spark: Any) -> None:
+    def rows(sql: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in spark.sql(sql).collect()]
+
+    # lines 6-15 of the odd trace are not one JSON object with a string event: dropped, and the
+    # lines after them keep their line numbers
+    odd = "FROM rollout_events WHERE run_id = 'other-tool' AND seq BETWEEN 5 AND 21 ORDER BY seq"
+    assert [r[0] for r in rows(f"SELECT seq {odd}")] == [5, 16, 17, 18, 19, 20, 21]
+    calls = dict(rows(f"SELECT seq, calls {odd}"))
+    assert calls[16] is None  # the string "[[...]]" is not a list of calls
+    # elements that are not [id, whole count] pairs are left out; ids are text
+    assert [tuple(c) for c in calls[17]] == [("a0", 3), ("a2", 5), ("7", 8), ("a4", 1000)]
+    assert rows("SELECT count(*) FROM rollout_events WHERE trace_run_id = 'x'") == [(0,)]  # the torn line
+    assert rows("SELECT tokens FROM rollout_events WHERE event = 'rollout_seal' AND data LIKE '%30.5%'") == [(None,)] * 2
+    # prompt ids written as numbers read as text, as in DuckDB
+    assert rows("SELECT DISTINCT prompt_id FROM rollout_events WHERE event = 'rollout_dispatch' "
+                "AND group_id IN ('g0.0', 'g0.1') ORDER BY 1") == [("0",), ("1",)]
+
+
+def test_batch_age_still_transpiles(duck: Any) -> None:
+    """Left out of the Spark views for speed, not for its SQL: it stays valid Spark SQL."""
+    schema = {f"v1_{n}": {r[0]: r[1] for r in duck.sql(f"DESCRIBE v1.{n}").fetchall()} for n in ("src_rollout_trace", "src_manifest")}
+    sql = transpile_file(_file("batch_age"), schema).select
+    assert "MATERIALIZED" not in sql and "OVER ()" not in sql and "QUALIFY" not in sql
+    assert "LATERAL VIEW" in sql and "EXPLODE(x.calls) u AS c" in sql
+
+
 def test_cli_prints_the_spark_views(root: Path) -> None:
     from click.testing import CliRunner
 
@@ -332,7 +443,8 @@ def test_cli_prints_the_spark_views(root: Path) -> None:
     # the live run's extra metric is a column of this root, quoted for Spark
     assert "s.`extra.my_metric` AS `extra.my_metric`" in result.output
     assert "read_parquet" not in result.output and "EXCLUDE" not in result.output
-    assert "-- left out: batch_age" in result.output
+    assert "CREATE OR REPLACE TEMPORARY VIEW rollout_events AS SELECT * FROM v1_rollout_events;" in result.output
+    assert "-- left out: batch_age (Spark inlines" in result.output
     duckdb_script = CliRunner().invoke(cli, ["sql", str(root)]).output
     assert duckdb_script.startswith("-- rlprobe") and "SET VARIABLE rlprobe_root" in duckdb_script
 
@@ -348,9 +460,10 @@ def test_a_root_without_samples_or_events_still_has_every_view(spark: Any, tmp_p
     (tmp_path / "only" / "events.jsonl").unlink()
     session = spark.newSession()  # its own temp views: the module's root stays registered
     names = register_views(session, tmp_path)
-    assert {"steps", "samples", "events", "runs", "manifest", "v1_doctor_features"} <= set(names)
+    assert {"steps", "samples", "events", "runs", "manifest", "rollout_events", "v1_doctor_features"} <= set(names)
     assert session.sql("SELECT count(*) FROM samples").collect()[0][0] == 0
     assert session.sql("SELECT count(*) FROM events").collect()[0][0] == 0
+    assert session.sql("SELECT count(*) FROM rollout_events").collect()[0][0] == 0
     assert session.table("samples").columns[:4] == ["run_id", "rank", "step", "sample_id"]
     row = session.sql("SELECT count(*), count(kl_positional), count(loss) FROM steps").collect()[0]
     assert tuple(row) == (20, 0, 20)
