@@ -34,7 +34,7 @@ SPARK_SOURCES = ("src_manifest", "src_steps", "src_step_files", "src_samples", "
 # correlated subqueries too): DuckDB computes a CTE once, Spark inlines every reference, so one
 # plan holds about 1,400 scans of the trace source and takes minutes on a handful of lines.
 SPARK_TOO_SLOW = {
-    "batch_age": "Spark inlines each of its many CTE references (about 1,400 scans of the trace in one plan)",
+    "batch_age": "Spark inlines each of its many CTE references: about 1,400 scans of the trace in one plan",
 }
 # DuckDB-only things a portable view must never use: they read files or session state.
 _NOT_PORTABLE = re.compile(r"\b(getvariable|read_\w+|glob|parquet_scan|read_text)\s*\(", re.I)
