@@ -126,7 +126,7 @@ class DetectorContext:
             return []
         table = self.query(
             f"SELECT sample_id FROM v1.samples WHERE run_id = ? AND step BETWEEN ? AND ? "
-            f"AND sample_id IS NOT NULL ORDER BY {order_by}, step LIMIT {int(k)}",
+            f"AND sample_id IS NOT NULL ORDER BY {order_by}, step, sample_id LIMIT {int(k)}",  # ties: never scan order
             [self.run_id, int(step_lo), int(step_hi)],
         )
         return [str(v) for v in table.column("sample_id").to_pylist()]
