@@ -133,9 +133,8 @@ def test_only_portable_files_are_transpiled() -> None:
     names = {f.name for f in files}
     assert {"steps", "samples", "events", "runs", "manifest", "doctor_features"} <= names
     assert all(f.kind in ("view", "feature") for f in files)
-    assert "rollout_events" in names
-    # batch_age transpiles, but Spark would plan each of its CTE references on its own
-    assert [(f.name, "CTE references" in why) for f, why in skipped] == [("batch_age", True)]
+    assert "rollout_events" in names and "batch_age" in names
+    assert skipped == []
 
 
 def test_a_view_reading_files_is_refused(tmp_path: Path) -> None:
@@ -362,6 +361,7 @@ QUERIES = [
     ("rollout_events", "SELECT * FROM rollout_events", {}),  # data: the same text, not only the same JSON
     ("rollout_events_per_run", "SELECT run_id, event, count(*) AS n, sum(tokens) AS tokens, max(seq) AS last_line "
                                "FROM rollout_events GROUP BY run_id, event", {}),
+    ("batch_age", "SELECT * FROM batch_age", {}),
 ]
 
 
@@ -423,12 +423,27 @@ def test_rollout_trace_lines_on_spark(spark: Any) -> None:
                 "AND group_id IN ('g0.0', 'g0.1') ORDER BY 1") == [("0",), ("1",)]
 
 
-def test_batch_age_still_transpiles(duck: Any) -> None:
-    """Left out of the Spark views for speed, not for its SQL: it stays valid Spark SQL."""
+def test_batch_age_is_a_chain_of_views_one_per_cte(duck: Any) -> None:
+    """Spark would plan each reference to a CTE on its own (about 1,400 scans of the trace in
+    one plan): each CTE becomes a temp view of its own, cached, which the later ones read."""
     schema = {f"v1_{n}": {r[0]: r[1] for r in duck.sql(f"DESCRIBE v1.{n}").fetchall()} for n in ("src_rollout_trace", "src_manifest")}
-    sql = transpile_file(_file("batch_age"), schema).select
-    assert "MATERIALIZED" not in sql and "OVER ()" not in sql and "QUALIFY" not in sql
-    assert "LATERAL VIEW" in sql and "EXPLODE(x.calls) u AS c" in sql
+    view = transpile_file(_file("batch_age"), schema)
+    parts = [name for name, _select in view.parts]
+    assert parts[:4] == ["v1_batch_age__ev", "v1_batch_age__refit_calls", "v1_batch_age__defs", "v1_batch_age__ends"]
+    assert parts[-1] == "v1_batch_age__latest" and len(parts) == 22
+    statements = view.statements
+    assert statements[:2] == [f"CREATE OR REPLACE TEMPORARY VIEW v1_batch_age__ev AS\n{view.parts[0][1]}",
+                              "CACHE LAZY TABLE v1_batch_age__ev"]
+    assert statements[-1].startswith("CREATE OR REPLACE TEMPORARY VIEW v1_batch_age AS")
+    assert "FROM v1_batch_age__latest AS l" in view.select and "WITH" not in view.select
+    every = "\n".join(statements)
+    assert "WITH" not in every and "MATERIALIZED" not in every and "OVER ()" not in every and "QUALIFY" not in every
+    assert "LATERAL VIEW" in every and "EXPLODE(x.calls) u AS c" in every
+    # a correlated subquery reads the part too, under the CTE's alias
+    ends = dict(view.parts)["v1_batch_age__ends"]
+    assert "FROM v1_batch_age__ev AS x" in ends and "FROM v1_batch_age__defs AS d" in ends
+    # only the CTEs are renamed: the sources keep their views
+    assert "FROM v1_src_rollout_trace AS" in view.parts[0][1] and "JOIN v1_src_manifest AS m" in view.select
 
 
 def test_cli_prints_the_spark_views(root: Path) -> None:
@@ -444,7 +459,11 @@ def test_cli_prints_the_spark_views(root: Path) -> None:
     assert "s.`extra.my_metric` AS `extra.my_metric`" in result.output
     assert "read_parquet" not in result.output and "EXCLUDE" not in result.output
     assert "CREATE OR REPLACE TEMPORARY VIEW rollout_events AS SELECT * FROM v1_rollout_events;" in result.output
-    assert "-- left out: batch_age (Spark inlines" in result.output
+    assert "-- left out" not in result.output
+    # batch_age: its CTEs first, each a cached view, then the view over them
+    out = result.output
+    assert out.index("CACHE LAZY TABLE v1_batch_age__ev;") < out.index("CREATE OR REPLACE TEMPORARY VIEW v1_batch_age AS")
+    assert "CREATE OR REPLACE TEMPORARY VIEW v1_batch_age__latest AS" in out
     duckdb_script = CliRunner().invoke(cli, ["sql", str(root)]).output
     assert duckdb_script.startswith("-- rlprobe") and "SET VARIABLE rlprobe_root" in duckdb_script
 
@@ -460,10 +479,12 @@ def test_a_root_without_samples_or_events_still_has_every_view(spark: Any, tmp_p
     (tmp_path / "only" / "events.jsonl").unlink()
     session = spark.newSession()  # its own temp views: the module's root stays registered
     names = register_views(session, tmp_path)
-    assert {"steps", "samples", "events", "runs", "manifest", "rollout_events", "v1_doctor_features"} <= set(names)
+    assert {"steps", "samples", "events", "runs", "manifest", "rollout_events", "v1_doctor_features",
+            "batch_age", "v1_batch_age__ev", "v1_batch_age__latest"} <= set(names)
     assert session.sql("SELECT count(*) FROM samples").collect()[0][0] == 0
     assert session.sql("SELECT count(*) FROM events").collect()[0][0] == 0
     assert session.sql("SELECT count(*) FROM rollout_events").collect()[0][0] == 0
+    assert session.sql("SELECT count(*) FROM batch_age").collect()[0][0] == 0  # its parts are empty too
     assert session.table("samples").columns[:4] == ["run_id", "rank", "step", "sample_id"]
     row = session.sql("SELECT count(*), count(kl_positional), count(loss) FROM steps").collect()[0]
     assert tuple(row) == (20, 0, 20)

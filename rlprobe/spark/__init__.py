@@ -58,9 +58,13 @@ def register_views(spark: Any, root: str | os.PathLike[str], version: int | None
     files, _skipped = portable_files(version)
     for f in files:
         view = transpile_file(f, schema)
-        spark.sql(view.statement.rstrip(";"))
+        for part, select in view.parts:
+            # a split view's CTEs: each computed once, when first read, and kept; checkpointed,
+            # so that the parts after it plan over its rows, not over its whole plan again
+            spark.sql(select).localCheckpoint(eager=False).createOrReplaceTempView(part)
+        spark.sql(view.statements[-1])
         schema[view.name] = column_types(spark.table(view.name))
-        names.append(view.name)
+        names += [part for part, _select in view.parts] + [view.name]
     for alias in public_aliases(version):
         if spark_name(alias, version) in schema:
             spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {alias} AS SELECT * FROM {spark_name(alias, version)}")

@@ -30,12 +30,12 @@ from rlprobe.store import sqlfiles
 # The sources rlprobe.spark.sources builds; a view that needs another one is not transpiled.
 SPARK_SOURCES = ("src_manifest", "src_steps", "src_step_files", "src_samples", "src_events", "src_rollout_trace")
 # Views whose SQL transpiles but which Spark cannot run at a useful speed, with the reason.
-# batch_age reads its CTEs many times each (ev 7 times, calls_ok 5, consumed 4, through
-# correlated subqueries too): DuckDB computes a CTE once, Spark inlines every reference, so one
-# plan holds about 1,400 scans of the trace source and takes minutes on a handful of lines.
-SPARK_TOO_SLOW = {
-    "batch_age": "Spark inlines each of its many CTE references: about 1,400 scans of the trace in one plan",
-}
+SPARK_TOO_SLOW: dict[str, str] = {}
+# Views run as a chain of temp views, one per CTE, each cached: Spark inlines every reference to
+# a CTE (DuckDB computes it once), and batch_age reads its CTEs many times each (ev 7 times,
+# calls_ok 5, consumed 4, through correlated subqueries too), so as one query its plan holds about
+# 1,400 scans of the trace source and takes minutes on a handful of lines.
+SPLIT_CTES = ("batch_age",)
 # DuckDB-only things a portable view must never use: they read files or session state.
 _NOT_PORTABLE = re.compile(r"\b(getvariable|read_\w+|glob|parquet_scan|read_text)\s*\(", re.I)
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -49,17 +49,29 @@ class NotTranspilable(ValueError):
 
 @dataclass(frozen=True)
 class SparkView:
-    """One transpiled view: the temp view it creates, where it came from, and its SELECT."""
+    """One transpiled view: the temp view it creates, where it came from, and its SELECT.
+
+    A view of SPLIT_CTES has parts: (temp view, SELECT) of each of its CTEs, in order, which
+    select reads instead of the CTEs; each part is cached, so Spark computes it once."""
 
     name: str  # the Spark temp view, v1_<view>
     view: str  # the view it stands for, as DuckDB names it in schema v1
     source: sqlfiles.SqlFile
     select: str
+    parts: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def statements(self) -> list[str]:
+        """The statements to run, in order, without their final semicolons: the parts first."""
+        out: list[str] = []
+        for name, select in self.parts:
+            out += [f"CREATE OR REPLACE TEMPORARY VIEW {name} AS\n{select}", f"CACHE LAZY TABLE {name}"]
+        return out + [f"CREATE OR REPLACE TEMPORARY VIEW {self.name} AS\n{self.select}"]
 
     @property
     def statement(self) -> str:
-        """The CREATE statement, as `rlprobe sql --dialect spark` prints it."""
-        return f"CREATE OR REPLACE TEMPORARY VIEW {self.name} AS\n{self.select};"
+        """The statements, as `rlprobe sql --dialect spark` prints them."""
+        return "\n\n".join(f"{s};" for s in self.statements)
 
 
 def spark_name(name: str, version: int) -> str:
@@ -165,6 +177,37 @@ def _is_list(node: exp.Expression, root: exp.Expression) -> bool:
     raise NotTranspilable(f"cannot tell whether {node.sql('duckdb')} is a list or a string (len())")
 
 
+def _split_ctes(select: exp.Query, name: str) -> list[tuple[str, exp.Query]]:
+    """Take the CTEs out of select: each becomes the query of a temp view <name>__<cte>, and
+    the references to it (in later CTEs, in select) read that view under the CTE's name."""
+    with_ = select.args.get("with_")
+    if with_ is None:
+        return []
+    if with_.args.get("recursive"):
+        raise NotTranspilable(f"{name}: a recursive WITH cannot be split into views")
+    views: dict[str, str] = {}
+    parts: list[tuple[str, exp.Query]] = []
+    for cte in with_.expressions:
+        body = cte.this.copy()
+        _read_views(body, views)
+        views[cte.alias_or_name] = f"{name}__{cte.alias_or_name}"
+        parts.append((views[cte.alias_or_name], body))
+    select.set("with_", None)
+    _read_views(select, views)
+    return parts
+
+
+def _read_views(query: exp.Expression, views: Mapping[str, str]) -> None:
+    if any(w.expressions for w in query.find_all(exp.With)):
+        raise NotTranspilable("a CTE inside a CTE cannot be split into views")
+    for table in list(query.find_all(exp.Table)):
+        if table.args.get("db") or table.name not in views:
+            continue
+        if not table.alias:  # keep the CTE's name for the columns that are qualified with it
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
+        table.set("this", exp.to_identifier(views[table.name]))
+
+
 def _quote_names(select: exp.Expression) -> None:
     for ident in select.find_all(exp.Identifier):
         if not _PLAIN.match(ident.name):
@@ -190,7 +233,12 @@ def transpile_file(f: sqlfiles.SqlFile, schema: Schema) -> SparkView:
     _ctes_not_materialized(select)
     _row_numbers_ordered(select)
     _quote_names(select)
-    return SparkView(spark_name(name, f.version), name, f, select.sql(dialect=RlprobeSpark, pretty=True))
+    target = spark_name(name, f.version)
+    parts = _split_ctes(select, target) if name in SPLIT_CTES else []
+    return SparkView(
+        target, name, f, select.sql(dialect=RlprobeSpark, pretty=True),
+        tuple((part, q.sql(dialect=RlprobeSpark, pretty=True)) for part, q in parts),
+    )
 
 
 def public_aliases(version: int) -> list[str]:
