@@ -26,7 +26,7 @@ from rlprobe.store.scope import run_ids_read
     ("SELECT s.step FROM steps s JOIN samples x ON x.step = s.step WHERE s.run_id = 'a' AND x.run_id = 'b'", {"a", "b"}),
     ("WITH w AS (SELECT * FROM steps WHERE run_id = 'a') SELECT * FROM w", {"a"}),
     ("SELECT (SELECT max(step) FROM steps WHERE run_id = 'b') FROM runs WHERE run_id = 'a'", {"a", "b"}),
-    ("SELECT * FROM my_own_table", set()),
+    ("SELECT 1 AS one", set()),
 ])
 def test_what_a_query_provably_reads(sql: str, expected: set[str]) -> None:
     assert run_ids_read(sql) == frozenset(expected)
@@ -55,6 +55,8 @@ def test_parameters_bound_to_text_count_as_that_text(sql: str, params: object, e
     "SELECT * FROM (SELECT * FROM steps) WHERE run_id = 'a'",                   # the inner scan is unfiltered
     "SELECT * FROM steps WHERE run_id IN (SELECT run_id FROM runs)",
     "SELECT * FROM other_db.steps WHERE run_id = 'a'",
+    "SELECT * FROM my_own_table",
+    "SELECT * FROM steps s JOIN my_view m USING (step) WHERE s.run_id = 'a'",  # my_view may read steps
     "SET VARIABLE x = 1",
     "SELECT 1; SELECT * FROM steps WHERE run_id = 'a'",
     "this is not sql",
@@ -105,6 +107,17 @@ def test_runs_known_only_by_folder_name_are_never_skipped(nested_root: Path) -> 
     assert store.rows("SELECT count(*) FROM steps WHERE run_id = 'run1-copy'")[2] == [(5,)]
     assert store.scope_for("SELECT * FROM steps WHERE run_id = 'run3'") == [str(nested_root / "bad" / "run3")]
     assert store.rows("SELECT count(*) FROM steps WHERE run_id = 'run3'")[2] == [(2,)]
+
+
+def test_a_view_of_the_users_own_is_never_narrowed(nested_root: Path) -> None:
+    store = open_store(nested_root)
+    store.con.execute("CREATE TEMP VIEW all_steps AS SELECT * FROM steps")
+    sql = "SELECT count(*) FROM all_steps"
+    assert store.scope_for(sql) is None
+    assert store.rows(sql)[2] == [(12,)]
+    both = "SELECT (SELECT count(*) FROM all_steps) AS n, count(*) AS m FROM steps WHERE run_id = 'run0'"
+    assert store.scope_for(both) is None
+    assert store.rows(both)[2] == [(12, 4)]
 
 
 def test_the_scope_lasts_one_query(nested_root: Path) -> None:

@@ -249,14 +249,12 @@ class RunWriter:
         except Exception as exc:
             raise PartialWrite(written, exc) from exc
 
-    def _drop_open_versions(self, index: int, keep: int | None) -> None:
-        """Delete shard index's open versions older than keep (all of them when it is sealed)."""
+    def _drop_open_versions(self, index: int) -> None:
+        """Delete every open version of shard index (once it is sealed)."""
         for path in self.samples_dir.iterdir():
             parsed = parse_shard(path.name)
-            if parsed is None or parsed[0] != index or path.name == shard_name(index):
-                continue
-            if keep is None or parsed[1] < keep:
-                path.unlink(missing_ok=True)  # a reader that listed it retries; the newer copy is complete
+            if parsed is not None and parsed[0] == index and path.name != shard_name(index):
+                path.unlink(missing_ok=True)  # a reader that listed it retries; the sealed copy is complete
 
     def seal_samples(self) -> None:
         """Give every open shard its sealed name (the newest version wins) and drop the older ones."""
@@ -266,7 +264,7 @@ class RunWriter:
             index, _ = parse_shard(name)  # type: ignore[misc]
             if name != shard_name(index):
                 os.replace(self.samples_dir / name, self.samples_dir / shard_name(index))
-            self._drop_open_versions(index, keep=None)
+            self._drop_open_versions(index)
         self._shard = None
         self._shard_version = 0
         self._shard_index = self._next_shard_index()

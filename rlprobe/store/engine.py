@@ -67,10 +67,8 @@ class Store:
         if self.target.kind != "root":
             return None
         run_ids = scope.run_ids_read(sql, params)
-        if run_ids is None:
-            return None
         if not run_ids:
-            return []
+            return None  # unproved, or no view read at all: nothing to narrow
         found = run(self.con, sqlfiles.query("scope_run_dirs"), {"run_ids": sorted(run_ids)}, "rows")[2]
         dirs: dict[str, list[str]] = {}
         for run_dir, run_id in found:

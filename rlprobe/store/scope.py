@@ -92,10 +92,11 @@ def _binder(statement: object, params: Any) -> Callable[[object], Optional[str]]
 def run_ids_read(sql: str, params: Any = None) -> Optional[frozenset[str]]:
     """The run_ids sql can read through rlprobe's views, or None when that cannot be proved.
 
-    Proved means: one SELECT statement (EXPLAIN and EXPLAIN ANALYZE of one too), and every
-    reference to a view or source, in every subquery and CTE, sits in a SELECT whose WHERE has
-    a top-level conjunct run_id = '<text>' or run_id IN ('<text>', ...) on that reference. A
-    parameter bound to text counts as that text ($name, $1, or the only ? of the query).
+    Proved means: one SELECT statement (EXPLAIN and EXPLAIN ANALYZE of one too) that reads no
+    table but rlprobe's views and sources, and every such reference, in every subquery and CTE,
+    sits in a SELECT whose WHERE has a top-level conjunct run_id = '<text>' or
+    run_id IN ('<text>', ...) on that reference. A parameter bound to text counts as that text
+    ($name, $1, or the only ? of the query). A query that reads no view at all is not narrowed.
     """
     import sqlglot
     from sqlglot import exp
@@ -118,8 +119,10 @@ def run_ids_read(sql: str, params: Any = None) -> Optional[frozenset[str]]:
     for scope in scopes:
         selected = scope.selected_sources
         for alias, (_, source) in selected.items():
-            if not isinstance(source, exp.Table) or source.name.lower() not in views:
-                continue
+            if not isinstance(source, exp.Table):
+                continue  # a CTE or a subquery: its own scope is checked in turn
+            if source.name.lower() not in views:
+                return None  # a table or view of the user's: it may read rlprobe's views itself
             if source.catalog or (source.db and not re.fullmatch(r"v\d+|main", source.db, re.I)):
                 return None  # another database's table of the same name: not ours to reason about
             where = scope.expression.args.get("where") if isinstance(scope.expression, exp.Select) else None
