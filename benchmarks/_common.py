@@ -16,6 +16,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from importlib import metadata
@@ -74,6 +75,19 @@ def machine_info() -> dict[str, Any]:
 
 
 # -- statistics ------------------------------------------------------------------------------
+def writer_cpu_clock(run_id: str) -> Callable[[], float] | None:
+    """CPU-time clock of a Recorder's writer thread (Linux), found by its documented name."""
+    for thread in threading.enumerate():
+        if thread.name == f"rlprobe-writer-{run_id}" and thread.ident is not None:
+            try:
+                clock = time.pthread_getcpuclockid(thread.ident)
+                time.clock_gettime(clock)
+            except (AttributeError, OSError):
+                return None
+            return lambda: time.clock_gettime(clock)
+    return None
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """q-th percentile (0..100) by linear interpolation, like numpy's default."""
     if not values:

@@ -31,12 +31,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import base_parser, fmt, header, machine_info, median, print_table, target, write_json  # noqa: E402
 
-import duckdb  # noqa: E402
 
 from rlprobe.record.writer import RunWriter, atomic_write_table  # noqa: E402
 from rlprobe.schemas import Event, RunManifest  # noqa: E402

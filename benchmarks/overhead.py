@@ -30,7 +30,6 @@ import random
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -259,18 +258,6 @@ def calibrate(work: Callable[[int], Any], target_s: float) -> tuple[int, float]:
     return n, check
 
 
-def _writer_cpu_clock(rec: Recorder) -> Callable[[], float] | None:
-    """CPU-time clock of the recorder's writer thread (Linux), found by its documented name."""
-    for thread in threading.enumerate():
-        if thread.name == f"rlprobe-writer-{rec.run_id}" and thread.ident is not None:
-            try:
-                clock = time.pthread_getcpuclockid(thread.ident)
-                time.clock_gettime(clock)
-            except (AttributeError, OSError):
-                return None
-            return lambda: time.clock_gettime(clock)
-    return None
-
 
 def _loop(work: Callable[[int], Any], n_iter: int, steps: int, start: int, rec: Recorder | None,
           metrics: list[dict[str, Any]], factory: SampleFactory) -> dict[str, float]:
@@ -319,7 +306,7 @@ def bench_loop(work_name: str, step_ms: float, steps: int, pairs: int, workdir: 
     metrics = [make_metrics(rng) for _ in range(64)]
     factory = SampleFactory(rng, 64)
     rec = Recorder(workdir / f"loop-{work_name}-{step_ms:g}ms", algorithm="bench", install_handlers=False)
-    writer_clock = _writer_cpu_clock(rec)
+    writer_clock = C.writer_cpu_clock(rec.run_id)
     step = 0
     arms: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     try:

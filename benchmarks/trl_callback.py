@@ -34,7 +34,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -99,18 +98,6 @@ def _step_clock() -> tuple[Any, list[tuple[float, float, float]]]:
     return StepClock(), marks
 
 
-def _writer_cpu_clock(run_id: str) -> Callable[[], float] | None:
-    """CPU-time clock of the recorder's writer thread (Linux), found by its documented name."""
-    for thread in threading.enumerate():
-        if thread.name == f"rlprobe-writer-{run_id}" and thread.ident is not None:
-            try:
-                clock = time.pthread_getcpuclockid(thread.ident)
-                time.clock_gettime(clock)
-            except (AttributeError, OSError):
-                return None
-            return lambda: time.clock_gettime(clock)
-    return None
-
 
 def one_rep(arm: str, model_path: Path, scratch: Path, steps: int, rep: int, warmup_steps: int) -> dict[str, Any]:
     """Build a fresh trainer (untimed), train `steps` steps in this arm, return the timings.
@@ -148,7 +135,7 @@ def one_rep(arm: str, model_path: Path, scratch: Path, steps: int, rep: int, war
         t_start = time.perf_counter()
         callback.recorder.flush(timeout=60)
         startup_s = time.perf_counter() - t_start
-        clock.writer_clock = _writer_cpu_clock(callback.recorder.run_id) or (lambda: 0.0)
+        clock.writer_clock = C.writer_cpu_clock(callback.recorder.run_id) or (lambda: 0.0)
     gc.collect()
     t0 = time.perf_counter()
     trainer.train()
