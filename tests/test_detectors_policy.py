@@ -112,7 +112,8 @@ def test_kl_jump_that_comes_with_an_entropy_blowup_is_only_a_symptom() -> None:
     d, truth = diagnose("ENTROPY_BLOWUP", 800, 2)
     kl = finding(d, "KL_BLOWUP")
     assert finding(d, "ENTROPY_BLOWUP").severity == "critical"
-    assert kl is None or (kl.severity == "info" and "ENTROPY_BLOWUP" in kl.explanation)
+    assert kl is None or (kl.explained_by == "ENTROPY_BLOWUP" and "see ENTROPY_BLOWUP" in kl.explanation)
+    assert d.findings[0].signature_id == "ENTROPY_BLOWUP"
 
 
 # -- healthy runs stay quiet ------------------------------------------------------------------

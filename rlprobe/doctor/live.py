@@ -301,16 +301,12 @@ class _LiveTables:
 
     # -- views ----------------------------------------------------------------------------
     def _steps_view(self, where: str = "") -> None:
-        self.con.execute(
-            f"CREATE OR REPLACE VIEW v1.steps AS SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, "
-            f"* EXCLUDE (filename) FROM live_steps {where}"
-        )
+        _engine()[0].point(self.con, "steps", f"SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, "
+                                              f"* EXCLUDE (filename) FROM live_steps {where}")
 
     def _samples_view(self, where: str = "") -> None:
-        self.con.execute(
-            f"CREATE OR REPLACE VIEW v1.samples AS SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, rank, "
-            f"* EXCLUDE (rank, filename) FROM live_samples {where}"
-        )
+        _engine()[0].point(self.con, "samples", f"SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, rank, "
+                                                f"* EXCLUDE (rank, filename) FROM live_samples {where}")
 
     def publish(self, run_id: str) -> bool:
         """(Re)create v1.steps / v1.samples for run_id and the doctor's features; True if rebuilt."""
@@ -323,7 +319,7 @@ class _LiveTables:
         # custom SQL detectors may name the unqualified views, as they can over a recording
         self.con.execute("CREATE OR REPLACE VIEW main.steps AS SELECT * FROM v1.steps")
         self.con.execute("CREATE OR REPLACE VIEW main.samples AS SELECT * FROM v1.samples")
-        _engine_hooks()[0](self.con)
+        _engine()[0].create_features(self.con)
         # Each cached feature view keeps its SQL as v1.live_src_<name>, and v1.<name> becomes a
         # view of its table: the doctor's other views and the detectors read it by name, unchanged.
         present = {r[0] for r in self.con.execute("SELECT view_name FROM duckdb_views() WHERE schema_name = 'v1'").fetchall()}
@@ -445,11 +441,11 @@ class _TypeConflict(Exception):
     """Files disagree on a column's type: rebuild the tables from all files in one read."""
 
 
-def _engine_hooks() -> tuple[Callable[[Any], None], Callable[..., list[Diagnosis]]]:
-    """The engine's feature-view builder and per-connection diagnosis (private: see docs/live.md)."""
-    from rlprobe.doctor import engine
+def _engine() -> Any:
+    """The doctor's session and engine modules, imported on the first tick (they load DuckDB)."""
+    from rlprobe.doctor import engine, session
 
-    return engine._create_features, engine._diagnose_connection  # noqa: SLF001
+    return session, engine
 
 
 # -- the watcher ----------------------------------------------------------------------------
@@ -688,16 +684,10 @@ class RunWatcher:
             return True
 
     def _run_doctor(self, tables: _LiveTables, run_dir: Path, run_id: str, cfg: DoctorConfig) -> Diagnosis:
-        try:
-            _create, diagnose_connection = _engine_hooks()
-        except (ImportError, AttributeError):  # the engine's internals moved: stay correct, if slower
-            from rlprobe.doctor.engine import diagnose_path
-
-            return diagnose_path(run_dir, self.config_path, self.config)[0]
         tables.publish(run_id)
         tables.refresh()
         info = {"run_id": run_id, "run_dir": str(run_dir), "steps": self.steps, "last_step": self.last_step}
-        return diagnose_connection(tables.con, [info], cfg)[0]
+        return _engine()[1].diagnose_connection(tables.con, [info], cfg)[0]
 
 
 # -- webhook sink ---------------------------------------------------------------------------

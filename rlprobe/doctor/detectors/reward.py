@@ -13,26 +13,23 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
-import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from rlprobe.doctor.catalog import CORRECT_PATTERN, FORMAT_PATTERN
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
-from rlprobe.doctor.detectors._common import Episode, baseline_end, confidence, find_episode, make_finding, sustain_points
+from rlprobe.doctor.episodes import Episode, baseline_end, confidence, find_episode, held_stretch, hinge_onset, make_finding, sustain_points
 from rlprobe.doctor.findings import Finding
-from rlprobe.doctor.registry import detector
-from rlprobe.doctor.stats import theil_sen
+from rlprobe.doctor.registry import detects
+from rlprobe.doctor.series import (
+    Grid, Track, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, window,
+)
+from rlprobe.doctor.stats import bounded_noise, center_scale, ffill, level_shifts, nanmedian, theil_sen, trailing_mean, trailing_median
 
 # ---------------------------------------------------------------------------------------------
-# shared helpers: one bin grid for the step metrics and the reward components
+# helpers of the reward signatures
 # ---------------------------------------------------------------------------------------------
-CORRECT_PATTERN = r"correct|accura|verif|answer|match|exact|solve|pass|math|gold|equal|unit_?test"
-FORMAT_PATTERN = r"format|tag|xml|strict|soft|struct|syntax|template|schema|json|regex"
-
-
 def component_role(name: str, format_pattern: str = FORMAT_PATTERN, correct_pattern: str = CORRECT_PATTERN) -> str:
     """'format', 'correct' or 'other' (judges, reward models, ...), from the component's name.
 
@@ -46,253 +43,6 @@ def component_role(name: str, format_pattern: str = FORMAT_PATTERN, correct_patt
     if re.search(correct_pattern, name, re.I):
         return "correct"
     return "other"
-
-
-# Per-run memo of what several reward detectors need (the grid, the binned components), so each
-# is computed once per run; keyed weakly on the context, which the engine makes per run.
-_MEMO: "weakref.WeakKeyDictionary[DetectorContext, dict[str, Any]]" = weakref.WeakKeyDictionary()
-
-
-def _memo(ctx: DetectorContext) -> dict[str, Any]:
-    return _MEMO.setdefault(ctx, {})
-
-
-@dataclass
-class Grid:
-    """The SQL features' bins for one run (<= 1000 consecutive-step bins), indexable by position."""
-
-    step0: int
-    width: int
-    step: np.ndarray  # first step of each bin
-    step_hi: np.ndarray  # last step of each bin
-
-    def __len__(self) -> int:
-        return len(self.step)
-
-    @classmethod
-    def of(cls, ctx: DetectorContext) -> "Grid":
-        """The run's bins, exactly as doctor_binned cuts them (from the run's step extent)."""
-        memo = _memo(ctx)
-        if "grid" not in memo:
-            row = ctx.query("SELECT min(step) AS lo, max(step) AS hi FROM v1.steps WHERE run_id = ?").to_pylist()[0]
-            step0, last = int(row["lo"]), int(row["hi"])
-            width = max(1, math.ceil((last - step0 + 1) / 1000.0))
-            lo = step0 + width * np.arange((last - step0) // width + 1)
-            memo["grid"] = cls(step0, width, lo.astype(np.int64), np.minimum(lo + width - 1, last).astype(np.int64))
-        return memo["grid"]
-
-    def index_of(self, step: np.ndarray) -> np.ndarray:
-        return ((np.asarray(step, dtype=float) - self.step0) // self.width).astype(np.int64)
-
-    def place(self, feat: MetricFeatures, column: str) -> np.ndarray:
-        """A feature column spread onto the grid (NaN in bins the metric has no row for)."""
-        out = np.full(len(self), np.nan)
-        idx = self.index_of(feat.step)
-        ok = (idx >= 0) & (idx < len(self))
-        out[idx[ok]] = np.asarray(getattr(feat, column), dtype=float)[ok]
-        return out
-
-    def as_features(self, metric: str, value: np.ndarray, smooth: np.ndarray) -> MetricFeatures:
-        """A MetricFeatures over the whole grid, so episodes map to steps like any feature's."""
-        n = len(self)
-        zeros = np.zeros(n)
-        return MetricFeatures(
-            metric=metric, step=self.step, step_hi=self.step_hi, value=value, vmin=value, vmax=value,
-            n_nonfinite=zeros.astype(np.int64), smooth=smooth, b_median=float("nan"), scale=float("nan"),
-            ratio=zeros, z=zeros, z_raw=zeros, cusum_up=zeros, cusum_down=zeros,
-            sustained_up=zeros.astype(np.int64), sustained_down=zeros.astype(np.int64),
-        )
-
-
-def trailing_mean(x: np.ndarray, k: int) -> np.ndarray:
-    """Mean of the finite values among the last k points at each point."""
-    v = np.asarray(x, dtype=float)
-    ok = np.isfinite(v)
-    c = np.concatenate([[0.0], np.cumsum(np.where(ok, v, 0.0))])
-    m = np.concatenate([[0], np.cumsum(ok)])
-    i = np.arange(1, len(v) + 1)
-    lo = np.maximum(i - k, 0)
-    cnt = m[i] - m[lo]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(cnt > 0, (c[i] - c[lo]) / np.maximum(cnt, 1), np.nan)
-
-
-def trailing_median(x: np.ndarray, k: int = 5) -> np.ndarray:
-    """Median of the last k finite values at each point (the SQL features' `smooth`)."""
-    x = np.asarray(x, dtype=float)
-    if len(x) == 0:
-        return x
-    pad = np.concatenate([np.full(k - 1, np.nan), x])
-    windows = np.lib.stride_tricks.sliding_window_view(pad, k)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows give NaN, as intended
-        return np.nanmedian(windows, axis=1)
-
-
-def baseline_window(value: np.ndarray) -> np.ndarray:
-    """Grid indices of the baseline window: doctor_baseline's rule over the finite points."""
-    idx = np.flatnonzero(np.isfinite(value))
-    p = len(idx)
-    skip = int(math.floor(0.05 * p))
-    return idx[skip : skip + max(8, int(math.floor(0.15 * p)))]
-
-
-def center_scale(values: np.ndarray, rel_floor: float = 0.05, abs_floor: float = 1e-9) -> tuple[float, float]:
-    """Median and floored 1.4826*MAD, as doctor_features computes its scale."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) == 0:
-        return float("nan"), float("nan")
-    med = float(np.median(v))
-    mad = 1.4826 * float(np.median(np.abs(v - med)))
-    return med, max(mad, rel_floor * abs(med), abs_floor)
-
-
-def ffill(x: np.ndarray) -> np.ndarray:
-    """Carry the last finite value forward over NaN gaps (leading NaNs stay)."""
-    x = np.asarray(x, dtype=float).copy()
-    ok = np.isfinite(x)
-    if not ok.any():
-        return x
-    idx = np.where(ok, np.arange(len(x)), 0)
-    np.maximum.accumulate(idx, out=idx)
-    out = x[idx]
-    out[: int(np.argmax(ok))] = np.nan
-    return out
-
-
-def nanmedian(x: np.ndarray) -> float:
-    v = np.asarray(x, dtype=float)
-    v = v[np.isfinite(v)]
-    return float(np.median(v)) if len(v) else float("nan")
-
-
-@dataclass
-class Track:
-    """One series on the grid: raw bin means, smooth, and its own baseline."""
-
-    name: str
-    value: np.ndarray
-    smooth: np.ndarray
-    b_median: float
-    scale: float
-
-
-def metric_track(ctx: DetectorContext, grid: Grid, metric: str) -> Track | None:
-    """A step metric's SQL features on the grid."""
-    feat = ctx.features(metric)
-    if feat is None or len(feat) == 0:
-        return None
-    return Track(metric, grid.place(feat, "value"), ffill(grid.place(feat, "smooth")), feat.b_median, feat.scale)
-
-
-def component_tracks(ctx: DetectorContext, grid: Grid) -> list[Track]:
-    """Every logged reward component on the grid, with a baseline computed like the SQL one.
-
-    Component columns are named by the run (reward_component.<name>), so no fixed SQL view can
-    list them; they are binned here with one query per run, on the same bins as doctor_binned
-    (mean of the finite values per bin).
-    """
-    memo = _memo(ctx)
-    if "components" in memo:
-        return memo["components"]
-    prefix = "reward_component."
-    names = [c for c in ctx.query("SELECT * FROM v1.steps LIMIT 0", []).column_names if c.startswith(prefix)]
-    out: list[Track] = []
-    if names:
-        cols = ", ".join(
-            f'avg(CASE WHEN isfinite("{c}") THEN "{c}" END) AS "{c}"' for c in (n.replace('"', '""') for n in names)
-        )
-        table = ctx.query(
-            f"SELECT CAST(floor((step - ?) / ?) AS BIGINT) AS bin, {cols} FROM v1.steps "
-            "WHERE run_id = ? GROUP BY bin ORDER BY bin",
-            [grid.step0, grid.width, ctx.run_id],
-        )
-        bins = table.column("bin").to_numpy(zero_copy_only=False)
-        ok = (bins >= 0) & (bins < len(grid))
-        for name in names:
-            value = np.full(len(grid), np.nan)
-            value[bins[ok]] = table.column(name).to_numpy(zero_copy_only=False).astype(float)[ok]
-            if np.isfinite(value).sum() < 10:
-                continue
-            b, scale = center_scale(value[baseline_window(value)])
-            spread = float(np.nanpercentile(value, 95) - np.nanpercentile(value, 5))
-            out.append(Track(name[len(prefix):], value, ffill(trailing_median(value)), b, max(scale, 0.02 * spread, 1e-6)))
-    memo["components"] = out
-    return out
-
-
-def noise_ratio(ctx: DetectorContext, grid: Grid, metric: str) -> np.ndarray | None:
-    """v1.feat_reward_noise's jitter of a metric (trailing mean |change|, over its early level) on the grid."""
-    table = ctx.query(
-        "SELECT step, noise_ratio FROM v1.feat_reward_noise WHERE run_id = ? AND metric = ? ORDER BY step",
-        [ctx.run_id, metric],
-    )
-    if table.num_rows == 0:
-        return None
-    step = table.column("step").to_numpy(zero_copy_only=False).astype(float)
-    ratio = table.column("noise_ratio").to_numpy(zero_copy_only=False).astype(float)
-    if not np.isfinite(ratio).any():
-        return None
-    out = np.full(len(grid), np.nan)
-    idx = grid.index_of(step)
-    ok = (idx >= 0) & (idx < len(grid))
-    out[idx[ok]] = ratio[ok]
-    return ffill(out)
-
-
-def window(lo: int, hi: int, n: int) -> slice:
-    return slice(max(0, lo), max(0, min(n, hi)))
-
-
-def hinge_onset(episode: Episode, series: np.ndarray, not_before: int, sustain: int) -> Episode:
-    """Move an episode's onset back to where a ramp leading into it began.
-
-    A threshold is crossed well after a slow ramp begins, and a CUSUM over a short window
-    finds the middle of the ramp. Here a flat-then-linear ("hockey stick") line is fitted by
-    least squares over everything from `not_before` to just past the episode start, and the
-    knot is the onset: a slow healthy drift before the ramp is absorbed by the flat part.
-    """
-    lo, hi = max(0, not_before), min(len(series), episode.start + sustain + 1)
-    y = ffill(np.asarray(series[lo:hi], dtype=float))
-    ok = np.isfinite(y)
-    if ok.sum() < 8:
-        return episode
-    x = np.arange(len(y), dtype=float)[ok]
-    y = y[ok]
-    knots = x[2:-3]
-    if len(knots) > 200:  # candidate knots: at most 200, evenly spread
-        knots = knots[np.linspace(0, len(knots) - 1, 200).astype(int)]
-    if len(knots) == 0:
-        return episode
-    # least squares of y = a + b * max(x - k, 0) for every knot k at once
-    h = np.maximum(x[None, :] - knots[:, None], 0.0)
-    hc = h - h.mean(axis=1, keepdims=True)
-    yc = y - y.mean()
-    var_h = (hc * hc).sum(axis=1)
-    cov = hc @ yc
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sse = float(yc @ yc) - np.where(var_h > 0, cov * cov / var_h, 0.0)
-    knot = int(knots[int(np.argmin(sse))])
-    return Episode(episode.start, episode.end, episode.severity, min(lo + knot, episode.onset))
-
-
-def on_rows(grid: Grid, feat: MetricFeatures, values: np.ndarray) -> np.ndarray:
-    """A grid array read at the rows of a metric's features."""
-    idx = np.clip(grid.index_of(feat.step), 0, len(grid) - 1)
-    return np.asarray(values, dtype=float)[idx]
-
-
-def level_change(track: Track | None, grid_lo: int, grid_hi: int, pre: int) -> tuple[float, float, float] | None:
-    """(level before, level during, change in baseline scales) of a track around [lo, hi]."""
-    if track is None:
-        return None
-    n = len(track.value)
-    before = nanmedian(track.value[window(grid_lo - pre, grid_lo, n)])
-    during = nanmedian(track.value[window(grid_lo, grid_hi + 1, n)])
-    if not (np.isfinite(before) and np.isfinite(during)):
-        return None
-    return before, during, (during - before) / track.scale
 
 
 def entropy_state(ctx: DetectorContext, grid: Grid, onset: int, lo: int, hi: int, pre: int) -> dict[str, float] | None:
@@ -345,17 +95,7 @@ def direction(ctx: DetectorContext, grid: Grid, lo: int, hi: int, pre: int) -> t
     return verdict, evidence
 
 
-@detector(
-    "REWARD_STD_DEATH",
-    "Reward variance dies",
-    needs_all=("reward_std",),
-    ratio_warn=0.15,
-    ratio_critical=0.08,
-    jitter_max=0.3,
-    entropy_drop=0.75,
-    distinct_max=0.8,
-    sustain_frac=0.03,
-)
+@detects("REWARD_STD_DEATH")
 def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Reward variance dies: every rollout earns the same reward, so there is nothing to learn from.
 
@@ -412,8 +152,6 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     if ent is not None:
         evidence["entropy_ratio_to_baseline"] = ent["ratio_to_baseline"]
         evidence["entropy_ratio_to_before"] = ent["ratio_to_before"]
-        if ent["peak_ratio_to_baseline"] > 2.0:
-            severity, note = "info", " It follows an entropy blow-up (see ENTROPY_BLOWUP), which is the likelier root cause."
     # a collapse onto one behaviour: entropy fell with the variance, or the captured samples
     # started repeating each other (distinct completions per step, v1.feat_reward_samples)
     stats = sample_stats(ctx, grid)
@@ -467,22 +205,7 @@ def within_share(ctx: DetectorContext, grid: Grid) -> np.ndarray | None:
     return np.where(alive, ffill(share / base), np.nan)
 
 
-@detector(
-    "DEGENERATE_GROUPS",
-    "Zero-variance GRPO groups dominate",
-    needs_all=("zero_variance_group_frac",),
-    level_warn=0.75,
-    level_critical=0.85,
-    baseline_max=0.5,
-    closure_min=0.82,
-    closure_floor=0.7,
-    rise_z=3.0,
-    jitter_min=0.6,
-    jitter_strong=1.0,
-    within_share_max=0.25,
-    entropy_collapsed=0.2,
-    sustain_frac=0.03,
-)
+@detects("DEGENERATE_GROUPS")
 def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Most GRPO groups have zero reward variance: each prompt is all-correct or all-wrong.
 
@@ -562,10 +285,6 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     ent = entropy_state(ctx, grid, g_on, g_start, g_end, pre)
     if ent is not None:
         evidence["entropy_ratio_to_baseline"] = ent["ratio_to_baseline"]
-        if ent["ratio_to_baseline"] < p["entropy_collapsed"]:
-            severity, note = "info", " Entropy has collapsed too: ENTROPY_COLLAPSE is the likelier root cause."
-        elif ent["peak_ratio_to_baseline"] > 2.5:
-            severity, note = "info", " Entropy blew up first: the groups fail together because the text degenerated (see ENTROPY_BLOWUP)."
     strength = (peak - p["level_warn"]) / max(1.0 - p["level_warn"], 1e-6)
     return make_finding(
         ctx, "DEGENERATE_GROUPS", Episode(episode.start, episode.end, severity, episode.onset), feat,
@@ -583,226 +302,121 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     )
 
 
-def diff_noise(x: np.ndarray) -> float:
-    """Point-to-point noise of a series (1.4826 MAD of first differences / sqrt 2): robust to trends and shifts."""
-    v = np.asarray(x, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) < 4:
-        return float("nan")
-    d = np.diff(v)
-    return 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0)
 
 
-def sharp_window(grid: Grid) -> int:
-    """Points within which a 'sharp' change must happen: 3% of the run, at most ~25 steps, at least 3."""
-    return max(3, min(math.ceil(25 / grid.width), math.ceil(0.03 * len(grid))))
 
 
-def rise_of(ctx: DetectorContext, grid: Grid, metric: str, onset: int, lo: int, hi: int, pre: int) -> float | None:
-    """How much a metric rose from the `pre` points before onset to its level over [lo, hi]."""
-    track = metric_track(ctx, grid, metric)
-    if track is None:
-        return None
-    before = nanmedian(track.value[window(onset - pre, onset, len(grid))])
-    during = nanmedian(track.value[window(lo, hi + 1, len(grid))])
-    return during - before if np.isfinite(before) and np.isfinite(during) else None
 
 
-def _judge_collapse(
-    ctx: DetectorContext, grid: Grid, feat: MetricFeatures, value: np.ndarray, episode: Episode,
-    opening: float, noise: float, w: int, sustain: int, p: dict[str, Any],
-) -> tuple[float, dict[str, Any]] | None:
-    """Is a candidate fall a collapse? (share of the gain erased, evidence), or None.
-
-    Plain segment medians: the level just before the onset, the opening level, the level while
-    it held, the final level; each difference against its own sampling noise.
-    """
-    n = len(value)
-    m = max(w, sustain)
-    n_open, n_held = max(3, int(0.05 * n)), episode.end - episode.start + 1
-    top = nanmedian(value[max(0, episode.onset - m) : episode.onset])
-    after = nanmedian(value[episode.start : episode.end + 1])
-    final = nanmedian(value[max(episode.start, n - m) :])
-    gain, drop = top - opening, top - after
-
-    def se(a: int, b: int) -> float:  # sd of a difference of two medians of a and b points
-        return 1.25 * noise * math.sqrt(1.0 / a + 1.0 / b)
-
-    erased_share = drop / gain if gain > 0 else 0.0
-    # an improvement worth the name, against the per-rollout spread of the reward
-    spread = rollout_spread(ctx, grid, int(grid.index_of(feat.step[episode.onset : episode.onset + 1])[0]))
-    if not (
-        gain >= p["min_gain_noise"] * se(m, n_open)
-        and drop >= p["min_drop_noise"] * se(m, n_held)
-        and erased_share >= p["erased_warn"]
-        and (spread is None or gain >= p["min_gain_spread"] * spread)
-    ):
-        return None
-    if final - after > 0.5 * drop:
-        return None  # it came back: a dip, not a collapse
-    # Slow wander of the level (learning, drifting data) is not white noise: the fall must also
-    # dwarf how much the m-point level typically moved over m points before the onset, beyond
-    # what the white noise alone moves it (covered above).
-    lvl = trailing_median(value, m)[m : episode.onset]
-    wiggle = float("nan")
-    if len(lvl) > m + 5:
-        moves = lvl[m:] - lvl[:-m]
-        spread_moves = 1.4826 * float(np.nanmedian(np.abs(moves - np.nanmedian(moves))))
-        wiggle = math.sqrt(max(spread_moves**2 - se(m, m) ** 2, 0.0))
-        if wiggle > 0 and drop < p["min_drop_wiggle"] * wiggle:
-            return None
-    # a cliff, not a slope: the largest fall between two adjacent w-point windows near the onset
-    best_split = 0.0
-    for k in range(max(w, episode.onset - w), min(n - 1, episode.start + w) + 1):
-        best_split = max(best_split, nanmedian(value[k - w : k]) - nanmedian(value[k : k + w]))
-    if not (best_split >= p["sharp_share"] * drop and best_split >= 3.0 * se(w, w)):
-        return None
-    return float(erased_share), {
-        "reward_opening": opening,
-        "reward_peak_before": top,
-        "reward_after": after,
-        "reward_final": final,
-        "share_of_gain_erased": float(erased_share),
-        "fall_in_sharpest_window": best_split,
-        "sharp_window_steps": int(w * grid.width),
-        "fall_over_usual_level_moves": drop / wiggle if np.isfinite(wiggle) and wiggle > 0 else float("nan"),
-    }
+def reward_floor(ctx: DetectorContext, value: np.ndarray) -> float:
+    """The lowest reward a rollout can plausibly get: reward_min's lowest value if logged, else 0
+    for a reward that never went below 0 (accuracy-like rewards), else the lowest batch mean."""
+    low = ctx.features("reward_min")
+    if low is not None and np.isfinite(low.vmin).any():
+        return float(np.nanmin(low.vmin))
+    v = value[np.isfinite(value)]
+    if len(v) == 0:
+        return 0.0
+    return 0.0 if float(np.min(v)) >= 0.0 else float(np.min(v))
 
 
-@detector(
-    "REWARD_COLLAPSE",
-    "Reward collapses after improving",
-    needs_all=("reward_mean",),
-    erased_warn=0.5,
-    erased_critical=0.75,
-    min_gain_noise=3.0,
-    min_drop_noise=5.0,
-    min_gain_spread=0.3,
-    min_drop_wiggle=4.0,
-    sharp_share=0.6,
-    sustain_frac=0.03,
-)
+@detects("REWARD_COLLAPSE")
 def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
-    """Reward falls sharply and stays down after having improved: the policy broke.
+    """The reward's level falls far and stays down: the policy broke.
 
-    A policy that has learned something can lose it within a few updates: one oversized step
-    (a loss or gradient spike, a learning rate too high for the current curvature, a stale or
-    corrupted batch) moves it to a region where it writes worse answers, and on-policy RL then
-    trains on those worse rollouts, so it rarely finds its way back. The reward curve shows a
-    cliff, not a slope: most of the gain is erased within a few steps and it stays down.
+    A policy that earned a reward can lose it within a few updates: one oversized step (a loss
+    or gradient spike, a learning rate too high for the current curvature, a stale or corrupted
+    batch) moves it to where it writes worse answers, and on-policy RL then trains on those
+    worse rollouts, so it rarely finds its way back. Runs that start high (an instruct model on
+    an easy task) collapse the same way without any improvement first.
 
-    The detector needs a real improvement first (the level before the fall well above the
-    run's opening level, against noise and against the per-rollout reward spread), then a fall
-    that erases at least half of that gain, dwarfs the level's usual wander, happens within a
-    short window (3% of the run, at most ~25 steps) and does not come back. When entropy blew
-    up or collapsed, completions started hitting the length cap, generations started looping,
-    every rollout now earns the same reward, or the groups polarised as entropy fell, those are
-    the likelier causes (ENTROPY_BLOWUP, ENTROPY_COLLAPSE, TRUNCATION_STARVE,
-    REPETITION_SPIRAL, REWARD_STD_DEATH, DEGENERATE_GROUPS) and this is reported as info.
+    The test works on levels, not on single points: the reward series is cut into segments of
+    constant level (binary segmentation under the series' own noise, with a binomial floor
+    when the reward is a batch mean of a few-valued reward), and a fall from one segment to
+    the next must (1) be at least min_drop_noise standard errors of the two levels, (2) lose
+    at least drop_warn of the reward's height above its floor (reward_min, else 0 for a reward
+    that is never negative), and (3) not come back: the last points stay nearer the fallen
+    level than the old one. A dip the run recovers from is not a collapse. The onset is the
+    first logged point where the reward sat below the midpoint of the two levels and kept
+    doing so. Critical at drop_critical. Causes the catalog links (an entropy blow-up,
+    truncation, a gradient pathology, ...) rank above it and it says so.
     """
     feat = ctx.features("reward_mean")
-    if feat is None or len(feat) < 20:
+    if feat is None or len(feat) < 8:
         return None
-    grid = Grid.of(ctx)
-    n = len(feat)
-    value = ffill(np.where(np.isfinite(feat.value), feat.value, np.nan))
-    w = sharp_window(grid)
-    level = trailing_median(value, max(5, w))
-    # noise from the first 30% of the run: a dead stretch later (all rewards equal) has no jitter
-    noise = diff_noise(value[: max(10, int(0.3 * n))])
+    value = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(value)
+    if ok.sum() < 8:
+        return None
+    n = len(value)
+    noise = bounded_noise(value)
     if not np.isfinite(noise) or noise <= 0:
-        noise = max(abs(feat.b_median) * 0.01, 1e-9)
-    level_noise = 1.25 * noise / math.sqrt(max(5, w))  # sd of a median of that many points
-    opening = nanmedian(value[: max(3, int(0.05 * n))])
-    peak = np.fmax.accumulate(np.where(np.isfinite(level), level, -np.inf))
-    gain = peak - opening
-    fall = peak - level
-    with np.errstate(invalid="ignore", divide="ignore"):
-        erased = np.where(gain > 0, fall / gain, 0.0)
-    base = (gain >= p["min_gain_noise"] * level_noise) & (fall >= p["min_drop_noise"] * level_noise)
-    std = ctx.features("reward_std")
-    sustain = sustain_points(n, p["sustain_frac"])
-    # Candidates come from the running best, which noise biases up; each is then judged on plain
-    # segment medians. A rejected candidate (a dip, a noise excursion) does not hide a later one.
-    not_before = max(3, int(0.05 * n))
-    for _ in range(8):
-        episode = find_episode(
-            feat, warn=base & (erased >= p["erased_warn"]), critical=base & (erased >= p["erased_critical"]),
-            sustain=sustain, refine_with=value, not_before=not_before,
-        )
-        if episode is None:
-            return None
-        verdict = _judge_collapse(ctx, grid, feat, value, episode, opening, noise, w, sustain, p)
-        if verdict is not None:
-            break
-        not_before = episode.end + 1
-    else:
         return None
-    held_erased, evidence = verdict
-    severity = "critical" if held_erased >= p["erased_critical"] else "warn"
-    notes = []
-    g_on, g_start, g_end = (int(grid.index_of(feat.step[k : k + 1])[0]) for k in (episode.onset, episode.start, episode.end))
-    pre = max(3, 2 * sustain)
-    ent = entropy_state(ctx, grid, g_on, g_on, min(g_end, g_start + 2 * w), pre)
-    if ent is not None:
-        evidence["entropy_peak_ratio_to_baseline"] = ent["peak_ratio_to_baseline"]
-        if ent["peak_ratio_to_baseline"] > 2.5:
-            severity = "info"
-            notes.append("entropy blew up at the same time (see ENTROPY_BLOWUP)")
-        elif ent["ratio_to_baseline"] < 0.2:
-            severity = "info"
-            notes.append("entropy collapsed at the same time (see ENTROPY_COLLAPSE)")
-    # A policy broken by a bad update gets more random; one that polarises per prompt (every
-    # group all-right or all-wrong) gets more confident, and its reward falls when the groups it
-    # now always fails outnumber the ones it always solves: almost every group degenerate, or
-    # many more of them while entropy fell.
-    zvf = metric_track(ctx, grid, "zero_variance_group_frac")
-    zvf_rise = rise_of(ctx, grid, "zero_variance_group_frac", g_on, g_start, g_end, pre)
-    if zvf is not None and zvf_rise is not None:
-        zvf_level = nanmedian(zvf.value[window(g_start, g_end + 1, len(grid))])
-        evidence["zero_variance_group_frac_during"] = zvf_level
-        fell = ent is not None and ent["ratio_to_before"] < 0.9
-        if zvf_rise > 0.3 and (zvf_level >= 0.85 or fell) and severity != "info":
-            severity = "info"
-            notes.append("GRPO groups polarised into all-right or all-wrong (see DEGENERATE_GROUPS)")
-    for metric in ("max_len_hit_frac", "truncation_rate"):
-        rise = rise_of(ctx, grid, metric, g_on, g_start, g_end, pre)
-        if rise is not None:
-            evidence[f"{metric}_rise"] = rise
-            if rise > 0.15:
-                severity = "info"
-                notes.append("completions started hitting the length cap (see TRUNCATION_STARVE)")
+    floor = reward_floor(ctx, value)
+    sustain = sustain_points(n, p["sustain_frac"], floor=int(p["min_points"]))
+    tail = value[max(0, n - max(3, sustain)) :]
+    final = nanmedian(tail)
+    opening = nanmedian(value[: max(3, int(0.05 * n))])
+    shifts = level_shifts(value, noise, min_size=int(p["min_points"]), lookback=max(8, n // 3))
+    for j, shift in enumerate(shifts):
+        drop = shift.before - shift.after
+        height = shift.before - floor
+        if drop <= 0 or height <= 0 or -shift.z < p["min_drop_noise"]:
+            continue
+        # the level it held before (a fall in stages counts from the first stage's level) and the
+        # level it ended at (a fall that continues counts to its bottom)
+        top, top_lo = shift.before, shift.start
+        for prev in reversed(shifts[:j]):
+            if prev.after >= prev.before:
                 break
-    rep = metric_track(ctx, grid, "repetition_rate")
-    if rep is not None and np.isfinite(rep.b_median) and rep.b_median > 0:
-        rep_ratio = nanmedian(rep.smooth[window(g_start, g_end + 1, len(grid))]) / rep.b_median
-        evidence["repetition_ratio_to_baseline"] = rep_ratio
-        if rep_ratio > 2.0:
-            severity = "info"
-            notes.append("generations started looping (see REPETITION_SPIRAL)")
-    if std is not None and np.isfinite(std.b_median) and std.b_median > 0:
-        # from the fall to the end of the run: the variance may die a little after the fall began
-        std_now = nanmedian(on_rows(grid, feat, grid.place(std, "smooth"))[episode.start :]) / std.b_median
-        evidence["reward_std_ratio_to_baseline"] = std_now
-        if std_now < 0.2:
-            severity = "info"
-            notes.append("every rollout now earns the same reward (see REWARD_STD_DEATH)")
-    note = f" Likely a symptom: {'; '.join(notes)}." if notes else ""
-    strength = held_erased / p["erased_warn"] - 1.0
-    return make_finding(
-        ctx, "REWARD_COLLAPSE", Episode(episode.start, episode.end, severity, episode.onset), feat,
-        confidence(strength, 0.4, episode.end - episode.start + 1, sustain),
-        f"Reward collapsed: after improving from {opening:.3g} to {evidence['reward_peak_before']:.3g} it fell to "
-        f"{evidence['reward_after']:.3g}, "
-        f"erasing {held_erased:.0%} of the gain, and has not recovered.{note}",
-        evidence,
-        [
-            "Roll back to the last checkpoint before the onset and resume with a lower learning rate.",
-            "Look for a loss or grad-norm spike, or a bad batch, just before the onset; tighten gradient clipping.",
-            "Compare the linked samples from after the onset with earlier ones to see what broke.",
-        ],
-        sample_order="step ASC",
-    )
+            top, top_lo = prev.before, prev.start
+        height = top - floor
+        bottom = min(shift.after, final)
+        share = (top - bottom) / height
+        if (top - shift.after) / height < p["drop_warn"]:
+            continue
+        if final >= top - 0.3 * (top - shift.after):
+            continue  # it came back (most of the way): a dip, not a collapse
+        mid = top - 0.5 * (top - shift.after)
+        below = ok & (value <= mid)
+        hit = held_stretch(below, sustain, not_before=max(0, shift.at - 2))
+        if hit is None:
+            continue
+        start, end = hit
+        end = n - 1 if final <= mid else end
+        severity = "critical" if share >= p["drop_critical"] else "warn"
+        first_step = feat.step_at(start)
+        before_lo = feat.step_at(top_lo)
+        evidence: dict[str, Any] = {
+            "reward_before": top,
+            "reward_after": shift.after,
+            "reward_final": final,
+            "reward_floor": floor,
+            "share_of_height_lost": share,
+            "drop_in_standard_errors": -shift.z,
+            "reward_noise_per_point": noise,
+            "reward_opening": opening,
+        }
+        improved = f" after improving from {opening:.3g}" if top - opening > 2.0 * noise else ""
+        since = (f"and has not recovered (last points: {final:.3g})" if final <= shift.after + 0.25 * (top - shift.after)
+                 else f"and has only partly recovered (last points: {final:.3g})")
+        strength = share / p["drop_warn"] - 1.0
+        return make_finding(
+            ctx, "REWARD_COLLAPSE", Episode(start, end, severity, start), feat,
+            confidence(strength, 0.6, end - start + 1, sustain, floor=0.45),
+            f"Reward collapsed from step {first_step}: its level fell from {top:.3g} (steps {before_lo}-"
+            f"{feat.step_at(max(0, shift.at - 1))}){improved} to {shift.after:.3g}"
+            + (f" and then {bottom:.3g}" if bottom < shift.after - 2.0 * noise else "")
+            + f", losing {share:.0%} of its height above {floor:.3g} ({-shift.z:.0f} standard errors), {since}.",
+            evidence,
+            [
+                "Roll back to the last checkpoint before the onset and resume with a lower learning rate.",
+                "Look for a loss or grad-norm spike, or a bad batch, just before the onset; tighten gradient clipping.",
+                "Compare the linked samples from after the onset with earlier ones to see what broke.",
+            ],
+            sample_order="step ASC",
+        ).model_copy(update={"ongoing": True})
+    return None
 
 
 def slope(track: Track, lo: int, hi: int) -> float:
@@ -861,9 +475,9 @@ def component_weights(reward: Track | None, tracks: list[Track]) -> dict[str, fl
 
 def sample_stats(ctx: DetectorContext, grid: Grid) -> dict[str, np.ndarray] | None:
     """v1.feat_reward_samples on the grid: grid index, reward_sd, len_reward_corr, distinct_share."""
-    memo = _memo(ctx)
-    if "samples" not in memo:
-        memo["samples"] = None
+    cache = memo(ctx)
+    if "samples" not in cache:
+        cache["samples"] = None
         if ctx.has_samples:
             table = ctx.query(
                 "SELECT step, reward_sd, len_reward_corr, distinct_share FROM v1.feat_reward_samples "
@@ -872,8 +486,8 @@ def sample_stats(ctx: DetectorContext, grid: Grid) -> dict[str, np.ndarray] | No
             if table.num_rows:
                 out = {name: table.column(name).to_numpy(zero_copy_only=False).astype(float) for name in table.column_names}
                 out["idx"] = grid.index_of(out.pop("step"))
-                memo["samples"] = out
-    return memo["samples"]
+                cache["samples"] = out
+    return cache["samples"]
 
 
 def sample_median(stats: dict[str, np.ndarray] | None, column: str, lo: int, hi: int, at_least: int = 5) -> float | None:
@@ -892,35 +506,9 @@ def length_coupling(ctx: DetectorContext, grid: Grid, before: tuple[int, int], d
     return None if b is None or d is None else (b, d)
 
 
-def rollout_spread(ctx: DetectorContext, grid: Grid, hi: int) -> float | None:
-    """A per-rollout reward spread before grid point hi: the larger of reward_std's early level and
-    the captured samples' median reward spread (reward_std may be a within-group std)."""
-    out = []
-    std = ctx.features("reward_std")
-    if std is not None and np.isfinite(std.b_median) and std.b_median > 0:
-        out.append(float(std.b_median))
-    sd = sample_median(sample_stats(ctx, grid), "reward_sd", 0, hi - 1)
-    if sd is not None:
-        out.append(sd)
-    return max(out) if out else None
 
 
-@detector(
-    "REWARD_HACK_LENGTH",
-    "Reward hacking through length",
-    needs_all=("completion_len_mean", "reward_mean"),
-    ratio_warn=1.5,
-    ratio_critical=2.5,
-    reward_rise_min=1.0,
-    correct_rise_max=1.0,
-    stall_ratio=0.0,
-    correct_share_max=0.5,
-    coupling_min=0.2,
-    coupling_rise=0.2,
-    sustain_frac=0.03,
-    format_pattern=FORMAT_PATTERN,
-    correct_pattern=CORRECT_PATTERN,
-)
+@detects("REWARD_HACK_LENGTH")
 def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Reward rises because completions get longer, not better.
 
@@ -1022,20 +610,7 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
     )
 
 
-@detector(
-    "FORMAT_GAMING",
-    "A format reward pins at its ceiling while correctness stagnates",
-    needs_all=("reward_mean",),
-    rise_z=5.0,
-    late_share=0.7,
-    near_ceiling=0.15,
-    correct_rise_max=1.0,
-    stall_ratio=0.25,
-    fall_critical=3.0,
-    sustain_frac=0.03,
-    format_pattern=FORMAT_PATTERN,
-    correct_pattern=CORRECT_PATTERN,
-)
+@detects("FORMAT_GAMING")
 def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """A format component pins at its ceiling while the correctness components stagnate or fall.
 
