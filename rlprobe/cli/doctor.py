@@ -102,7 +102,7 @@ def _diagnose(run: str, as_json: bool, config_path: str | None, shown_as: str | 
         from rlprobe.doctor.findings import rank_key
 
         def worst_key(d):  # type: ignore[no-untyped-def]
-            return rank_key(d.worst) if d.worst else (1, 0.0, 2**62)
+            return rank_key(d.worst) if d.worst else (1, 0, 0.0, 2**62)
 
         import os
 

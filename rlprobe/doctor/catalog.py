@@ -81,7 +81,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "warn when KL breaks away from its own power-law trend by excess_warn; critical by excess_critical",
         needs_any=("kl_mean", "kl_max"),
         params=_p(excess_warn=3.0, excess_critical=6.0, healthy_slope=1.0, min_improvement=30.0, min_kl=1e-3,
-                  departure=1.05, sustain_frac=0.02),
+                  departure=1.05, settle_share=0.2, sustain_frac=0.02),
         noun="a KL blow-up",
     ),
     Signature(
@@ -97,7 +97,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "warn when frac_warn of completions hit the cap for a sustained stretch; critical at frac_critical, or when "
         "nearly all are cut from the first step with a reward that never moves; at most warn once the run recovered",
         needs_any=("max_len_hit_frac", "truncation_rate", "eos_rate"),
-        params=_p(frac_warn=0.1, frac_critical=0.25, sustain_frac=0.03),
+        params=_p(frac_warn=0.1, frac_critical=0.25, dead_frac=0.9, sustain_frac=0.03),
         noun="completions hitting the length cap",
     ),
     Signature(
@@ -154,7 +154,8 @@ SIGNATURES: tuple[Signature, ...] = (
         needs_any=("grad_norm", "nan_count", "inf_count", "loss"),
         params=_p(nonfinite_critical_steps=3, spike_ratio_min=8.0, spike_sigmas=4.5, spike_events_warn=3, spike_events_critical=8,
                   spike_rate_critical=0.02, spike_window_frac=0.25, spike_window_min_steps=200, growth_ratio_warn=6.0,
-                  growth_ratio_critical=20.0, growth_departure_ratio=1.5, growth_sustain_frac=0.02),
+                  growth_ratio_critical=20.0, growth_departure_ratio=1.5, growth_sustain_frac=0.02,
+                  loss_ratio_warn=100.0, loss_ratio_critical=1e4, loss_abs_min=1.0),
         noun="a gradient pathology",
     ),
     Signature(
@@ -176,8 +177,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "REWARD_STD_DEATH", "Reward variance dies", "reward",
         "critical when every rollout earns the same low reward (from the first step or later); warn when the variance "
         "dies as the policy narrows; info when the run saturated at its ceiling and simply finished learning",
-        needs_all=("reward_std",),
-        params=_p(ratio_warn=0.15, ratio_critical=0.08, jitter_max=0.3, entropy_drop=0.75, distinct_max=0.8, sustain_frac=0.03),
+        needs_any=("reward_std", "reward_mean"),
+        params=_p(ratio_warn=0.15, ratio_critical=0.08, jitter_max=0.3, entropy_drop=0.75, distinct_max=0.8, dead_rel=0.05,
+                  sustain_frac=0.03),
         noun="reward variance dying",
     ),
     Signature(

@@ -104,6 +104,15 @@ class DetectorContext:
             return max(1, self.n_steps)
         return max(1, max(his) - min(los) + 1)
 
+    @cached_property
+    def stride(self) -> int:
+        """Steps between consecutive logged points (the median gap; 1 for a run logged every step)."""
+        gaps = [np.diff(f.step) for f in self._features.values() if len(f) > 2]
+        gaps = [g for g in gaps if len(g)]
+        if not gaps:
+            return 1
+        return max(1, int(np.median(np.concatenate(gaps))))
+
     def constant(self, metric: str) -> float | None:
         """The one value a featured metric takes on every logged step, or None if it varies."""
         feat = self._features.get(metric)

@@ -91,7 +91,7 @@ def diagnose_connection(
                 continue
             if finding is not None:
                 findings.append(finding.model_copy(update={"run_id": run_id}))
-        findings = apply_links(findings, ctx.span_steps)
+        findings = apply_links(findings, ctx.span_steps, ctx.stride)
         if cfg.custom_dir is not None:
             found, skipped = run_custom_detectors(cfg.custom_dir, query, run_id)
             findings += found

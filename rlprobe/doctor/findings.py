@@ -58,19 +58,20 @@ class Diagnosis(BaseModel):
         return any(f.severity == "critical" for f in self.findings)
 
 
-def rank_key(finding: Finding) -> tuple[int, float, int]:
-    """Severity first, then confidence, then the earliest first_step."""
+def rank_key(finding: Finding) -> tuple[int, int, float, int]:
+    """Severity first, then what still holds before what has ended, then confidence, then the earliest first_step."""
     first = finding.first_step if finding.first_step is not None else 2**62
-    return (-SEVERITY_ORDER[finding.severity], -finding.confidence, first)
+    return (-SEVERITY_ORDER[finding.severity], 1 if finding.ongoing is False else 0, -finding.confidence, first)
 
 
 def rank(findings: list[Finding]) -> list[Finding]:
     """Findings in the order a user should read them: each cause first, its symptoms under it.
 
     A finding explained by another (``explained_by``) is placed right after its cause; a cause
-    and its symptoms rank as a group, by the group's worst severity, then by the cause's
-    confidence and first_step. Findings that explain nothing and are explained by nothing are
-    groups of one: severity, then confidence, then the earliest first_step.
+    and its symptoms rank as a group, by the group's worst severity, then by rank_key of the
+    cause. Findings that explain nothing and are explained by nothing are groups of one: by
+    severity, then whether the condition still holds (an episode the run recovered from ranks
+    after one that goes on), then confidence, then the earliest first_step.
     """
     ids = {f.signature_id for f in findings}
     children: dict[str, list[Finding]] = {}
@@ -90,10 +91,10 @@ def rank(findings: list[Finding]) -> list[Finding]:
 
     groups = [members(root, frozenset({root.signature_id})) for root in roots]
 
-    def group_key(group: list[Finding]) -> tuple[int, float, int]:
+    def group_key(group: list[Finding]) -> tuple[int, int, float, int]:
         worst = max(SEVERITY_ORDER[f.severity] for f in group)
         head = rank_key(group[0])
-        return (-worst, head[1], head[2])
+        return (-worst, head[1], head[2], head[3])
 
     ordered = [f for group in sorted(groups, key=group_key) for f in group]
     placed = {id(f) for f in ordered}

@@ -198,6 +198,20 @@ def trailing_median(x: np.ndarray, k: int = 5) -> np.ndarray:
         return np.nanmedian(windows, axis=1)
 
 
+def centred_median(x: np.ndarray, k: int = 5) -> np.ndarray:
+    """Median of the finite values in a window of k points centred on each point (shrinking at
+    the ends): follows a level change without the lag of a trailing median."""
+    x = np.asarray(x, dtype=float)
+    if len(x) == 0:
+        return x
+    h = k // 2
+    pad = np.concatenate([np.full(h, np.nan), x, np.full(h, np.nan)])
+    windows = np.lib.stride_tricks.sliding_window_view(pad, 2 * h + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(windows, axis=1)
+
+
 def ffill(x: np.ndarray) -> np.ndarray:
     """Carry the last finite value forward over NaN gaps (leading NaNs stay)."""
     x = np.asarray(x, dtype=float).copy()
@@ -274,22 +288,25 @@ def _suffix(x: np.ndarray) -> np.ndarray:
     return np.cumsum(x[::-1])[::-1]
 
 
-def hinge_fit(u: np.ndarray, y: np.ndarray, min_side: int) -> HingeFit | None:
+def hinge_fit(u: np.ndarray, y: np.ndarray, min_side: int, min_before: int | None = None) -> HingeFit | None:
     """Best single-breakpoint fit of y = a + p u + [u >= u_k] (b + g1 d + g2 d^2), d = u - u_k scaled.
 
     u must increase (ln step for a power law, the point index for a line). Every candidate
-    breakpoint k (at least min_side points from either end) is solved exactly from suffix sums
-    of powers of u (binomial expansion of (u - u_k)^m), so the whole search is O(n).
+    breakpoint k (at least min_side points from either end, and at least min_before points
+    from the start when given: the trend before a break is only trusted over enough points) is
+    solved exactly from suffix sums of powers of u (binomial expansion of (u - u_k)^m), so the
+    whole search is O(n).
     """
     n = len(u)
-    if n < 2 * min_side + 4:
+    first = max(min_side, min_before or 0)
+    if n < first + min_side + 4:
         return None
     u = np.asarray(u, dtype=float)
     y = np.asarray(y, dtype=float)
     mean_u = float(np.mean(u))
     u_scale = float(max(np.ptp(u), 1e-12))
     w = (u - mean_u) / u_scale  # centred and scaled for numerical stability
-    ks = np.arange(min_side, n - min_side)
+    ks = np.arange(first, n - min_side)
     wk = w[ks]
     sw = [_suffix(w**j)[ks] for j in range(5)]  # sums over the suffix of w^j ...
     syw = [_suffix(y * w**j)[ks] for j in range(3)]  # ... and of y w^j

@@ -9,6 +9,7 @@ its cause (rlprobe.doctor.causes), so nothing here looks at another signature.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from rlprobe.doctor.episodes import (
 from rlprobe.doctor.findings import Finding
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import at_step, level_at_index, series_features
-from rlprobe.doctor.stats import finite_or, mann_kendall, nanmedian, refine_onset, trailing_median
+from rlprobe.doctor.stats import bounded_noise, finite_or, level_shifts, mann_kendall, nanmedian, refine_onset, trailing_median
 
 
 # ---------------------------------------------------------------------------------------------
@@ -49,16 +50,23 @@ def _text_repetition(ctx: DetectorContext) -> dict[str, np.ndarray] | None:
 # ---------------------------------------------------------------------------------------------
 # TRUNCATION_STARVE
 # ---------------------------------------------------------------------------------------------
-def _truncation(ctx: DetectorContext) -> tuple[MetricFeatures, np.ndarray, float, str] | None:
-    """The truncated share per bin: max_len_hit_frac, else truncation_rate, else 1 - eos_rate."""
+def _truncation(ctx: DetectorContext) -> tuple[MetricFeatures, np.ndarray, str] | None:
+    """The truncated share per bin as logged: max_len_hit_frac, else truncation_rate, else 1 - eos_rate."""
     for metric, invert in (("max_len_hit_frac", False), ("truncation_rate", False), ("eos_rate", True)):
         feat = ctx.features(metric)
-        if feat is not None and len(feat) >= 10:
-            smooth = finite_or(feat.smooth, np.nan)
-            frac = 1.0 - smooth if invert else smooth
-            base = 1.0 - feat.b_median if invert else feat.b_median
-            return feat, np.clip(finite_or(frac, 0.0), 0.0, 1.0), float(base), metric
+        if feat is not None and len(feat) >= 3:
+            value = np.asarray(feat.value, dtype=float)
+            frac = 1.0 - value if invert else value
+            return feat, np.clip(frac, 0.0, 1.0), metric
     return None
+
+
+def _values_between(feat: MetricFeatures | None, lo_step: int, hi_step: int) -> np.ndarray:
+    if feat is None:
+        return np.array([])
+    sel = (feat.step >= lo_step) & (feat.step <= hi_step)
+    v = np.asarray(feat.value, dtype=float)[sel]
+    return v[np.isfinite(v)]
 
 
 @detects("TRUNCATION_STARVE")
@@ -67,80 +75,126 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
 
     A completion cut at max_completion_length never reaches its answer: verifiable rewards
     score it as wrong (or a length penalty punishes it), it produces no EOS for the policy to
-    learn to emit, and the rollout compute spent on it is wasted. When a policy drifts
-    towards longer outputs than the cap allows (a reasoning style that needs more room, a
+    learn to emit, and the rollout compute spent on it is wasted. When a policy drifts towards
+    longer outputs than the cap allows (a reasoning style that needs more room, a
     length-rewarding judge, or an instruction to "think step by step" with a small cap), a
     growing share of the batch is truncated, reward drops and GRPO groups fill with identical
-    zero rewards. The test is on absolute shares (healthy runs truncate a few percent at
-    most): the smoothed share of completions that hit the cap (max_len_hit_frac, else
-    truncation_rate, else 1 - eos_rate) at or above frac_warn (0.1) for 3% of the run, critical
-    at frac_critical (0.25). If entropy blew up or repetition spiralled at the same time
-    (within cause_window_frac of the run before the truncation began, or after it), the
-    truncation is their symptom and is reported as info.
+    zero rewards. The test is on absolute shares, point by point (healthy runs truncate a few
+    percent): the share of completions that hit the cap (max_len_hit_frac, else
+    truncation_rate, else 1 - eos_rate) at or above frac_warn from the first logged point where
+    it is so, holding on most points of a sustained stretch (3% of the run, at least 3 points);
+    critical once it holds at frac_critical. A run whose completions are (nearly) all cut from
+    its first step to its last, with a reward that never moves, is starved from the start and
+    critical: no rollout ends, so there is nothing to learn from. One that merely starts above
+    frac_warn is how its first policy meets the cap, a warning. An episode that ended (the
+    share fell back below frac_warn) is at most a warning, and says when it ended.
     """
     found = _truncation(ctx)
     if found is None:
         return None
-    feat, frac, base, metric = found
+    feat, frac, metric = found
     n = len(feat)
-    sustain = sustain_points(n, p["sustain_frac"])
-    episode = find_episode(feat, warn=frac >= p["frac_warn"], critical=frac >= p["frac_critical"], sustain=sustain, refine_with=frac)
-    if episode is None:
+    ok = np.isfinite(frac)
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    high = ok & (frac >= p["frac_warn"])
+    hit = held_stretch(high, sustain)
+    if hit is None:
         return None
-    onset = refine_onset(frac, episode.start, baseline_end(n) // 2, episode.start + 2 * sustain)
-    onset = _length_onset(ctx, feat, onset, 8 * sustain, baseline_end(n) // 2)
-    episode = Episode(episode.start, episode.end, episode.severity, onset)
-    first_step, last_step = episode.steps(feat)
-    seg = slice(episode.start, episode.end + 1)
-    peak = float(np.max(frac[seg]))
-    held = float(np.median(frac[seg]))
-    before = slice(max(0, episode.onset - 2 * sustain), max(1, episode.onset))
+    start, end = hit
+    seg = slice(start, end + 1)
+    held = float(np.nanmedian(frac[seg]))
+    peak = float(np.nanmax(frac[seg]))
+    ongoing = still_holds(high, end, sustain)
+    # where the rise began: walk back over the points just before the crossing that already sat
+    # measurably above the early share (3 of its noise units, and half of frac_warn)
+    early = frac[int(0.05 * n) : baseline_end(n)]
+    early = early[np.isfinite(early)]
+    onset = start
+    if len(early) >= 3 and start > 0:
+        e_level = float(np.median(early))
+        e_noise = bounded_noise(early) if len(early) >= 4 else float("nan")
+        line = max(e_level + 3.0 * (e_noise if np.isfinite(e_noise) else 0.0), 0.5 * p["frac_warn"])
+        while onset > 0 and ok[onset - 1] and frac[onset - 1] >= line and frac[onset - 1] > e_level:
+            onset -= 1
+    first_step, last_step = feat.step_at(onset), int(feat.step_hi[end])
+    cross_step = feat.step_at(start)
+    crit = held_stretch(ok & (frac >= p["frac_critical"]), sustain, not_before=start)
+    crit = crit if crit is not None and crit[0] <= end else None
+    before = frac[max(0, onset - 2 * sustain) : onset]
+    before = before[np.isfinite(before)]
+    now = float(np.nanmedian(frac[max(0, n - sustain) :]))
     evidence: dict[str, Any] = {
         "metric": metric,
-        "truncated_share_baseline": base,
-        "truncated_share_before": float(np.median(frac[before])),
+        **({"truncated_share_before": float(np.median(before))} if len(before) else {}),
         "truncated_share_while_high": held,
         "truncated_share_peak": peak,
-        "truncated_share_now": float(frac[-1]),
+        "truncated_share_now": now,
     }
+    from_start = onset <= 1
+    dead = from_start and ongoing and held >= p["dead_frac"] and float(np.nanmin(frac[seg])) >= p["frac_critical"]
+    # what the reward did: the level before the episode and during it, against its own noise
+    reward = ctx.features("reward_mean")
+    r_during = _values_between(reward, first_step, last_step)
+    r_before = _values_between(reward, -2**62, first_step - 1)[-max(3, 2 * sustain):]
+    consequence = ""
+    reward_flat = True
+    if reward is not None and len(r_during) >= 2:
+        r_noise = bounded_noise(np.asarray(reward.value, dtype=float))
+        during = float(np.median(r_during))
+        evidence["reward_mean_while_high"] = during
+        if len(r_before) >= 2 and np.isfinite(r_noise) and r_noise > 0:
+            prior = float(np.median(r_before))
+            evidence["reward_mean_before"] = prior
+            se = 1.25 * r_noise * math.sqrt(1.0 / len(r_before) + 1.0 / len(r_during))
+            if prior - during > 3.0 * se:
+                consequence = f" The reward fell from {prior:.3g} to {during:.3g} while they were cut."
+            elif during - prior > 3.0 * se:
+                consequence = f" The reward still rose ({prior:.3g} -> {during:.3g}): answers evidently come before the cap, but the policy is not learning to stop."
+                reward_flat = False
+            else:
+                consequence = f" The reward held at about {during:.3g}: answers evidently come before the cap, but the policy is not learning to stop."
+        else:
+            spread = float(np.ptp(r_during))
+            rising = np.isfinite(r_noise) and r_noise > 0 and any(
+                sh.z >= 4.0 for sh in level_shifts(np.asarray(reward.value, dtype=float), r_noise, min_size=3))
+            reward_flat = not rising
+            evidence["reward_mean_spread_while_high"] = spread
+            consequence = (f" The reward never moved (about {during:.3g} on every step)." if reward_flat
+                           else f" The reward rose meanwhile (median {during:.3g}): the run learns despite the cap.")
+    severity = "critical" if crit is not None else "warn"
+    if dead and reward_flat:
+        severity = "critical"
+        what = (f"Every completion hits the length cap from the first logged step ({held:.0%} of them, step {first_step} "
+                f"to {last_step}): no rollout ends, so there is nothing to learn from and the run is starved from the start.")
+    else:
+        what = f"{held:.0%} of completions hit the length cap from step {cross_step}"
+        if onset < start:
+            what += f" (rising from step {first_step}, {float(frac[onset]):.0%})"
+        if crit is not None and crit[0] > start:
+            what += f", {float(np.nanmedian(frac[crit[0] : crit[1] + 1])):.0%} from step {feat.step_at(crit[0])}"
+        what += f" (peak {peak:.0%}"
+        if len(before):
+            what += f"; {evidence['truncated_share_before']:.0%} before"
+        what += "): they end without an answer or EOS and their rollout compute is wasted."
+        if from_start:
+            severity = "warn"
+            what += " It was so from the first steps: the cap is too short for the initial policy."
+    if not ongoing:
+        severity = "warn" if severity == "critical" else severity
+        what += f" It lasted to step {last_step}; the share has since fallen to {now:.0%}: the run recovered."
     len_max = ctx.features("completion_len_max")
     if len_max is not None and len(len_max):
         cap = float(np.nanmax(len_max.vmax))
         lo, hi = at_step(len_max, first_step), at_step(len_max, last_step) + 1
         evidence["length_cap_seen"] = cap
         evidence["share_of_steps_at_cap"] = float(np.mean(len_max.vmax[lo:hi] >= 0.999 * cap))
-    for other, key in (("completion_len_mean", "completion_len_mean"), ("reward_mean", "reward_mean")):
-        f = ctx.features(other)
-        if f is not None and len(f):
-            o = at_step(f, first_step)
-            evidence[f"{key}_before"] = level_at_index(f, max(0, o - 2 * sustain), max(1, o))
-            evidence[f"{key}_while_high"] = level_at_index(f, o, at_step(f, last_step) + 1)
     sample_share = _sample_truncated_share(ctx, first_step, last_step)
     if sample_share is not None:
         evidence["captured_samples_truncated"] = sample_share
     # a directly measured share, not an inference: past the threshold for long is near-certain
-    conf = confidence(held / p["frac_warn"] - 1.0, 1.0, episode.end - episode.start + 1, sustain, floor=0.5)
-    explanation = (
-        f"{held:.0%} of completions hit the length cap from step {first_step} on (peak {peak:.0%}, "
-        f"{evidence['truncated_share_before']:.0%} before): they end without an answer or EOS, earn little or no reward, "
-        "and their rollout compute is wasted."
-    )
-    # Truncating heavily from the very first steps is how the initial policy meets this cap,
-    # not a failure that developed: worth a warning, never a halt; once the share has fallen
-    # below frac_warn the policy has learned to stop, and it is context only.
-    opening = float(np.median(frac[: max(3, sustain)]))
-    if episode.onset <= sustain and opening >= p["frac_warn"]:
-        now = float(np.median(frac[-max(3, sustain):]))
-        evidence["truncated_share_opening"] = opening
-        if now < p["frac_warn"]:
-            episode = Episode(episode.start, episode.end, "info", episode.onset)
-            conf = min(conf, 0.5)
-            explanation += f" It was so from the first steps and has fallen to {now:.0%}: the policy learned to stop within the cap."
-        elif episode.severity == "critical":
-            episode = Episode(episode.start, episode.end, "warn", episode.onset)
-            explanation += " It was so from the first steps: the cap is too short for the initial policy, rather than a failure that developed."
+    conf = confidence(held / p["frac_warn"] - 1.0, 1.0, end - start + 1, sustain, floor=0.5)
     return make_finding(
-        ctx, "TRUNCATION_STARVE", episode, feat, conf, explanation, evidence,
+        ctx, "TRUNCATION_STARVE", Episode(start, end, severity, onset), feat, conf, what + consequence, evidence,
         [
             "Raise max_completion_length if the task needs longer reasoning, or lower it deliberately with a length penalty.",
             "Add an overlong penalty or soft length reward (DAPO's overlong reward shaping) so the policy learns to stop.",
@@ -148,22 +202,7 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
             "Read the linked samples: rambling, loops or unfinished reasoning tell which fix applies.",
         ],
         sample_order="truncated DESC NULLS LAST, completion_len DESC NULLS LAST",
-    )
-
-
-def _length_onset(ctx: DetectorContext, feat: MetricFeatures, onset: int, lookback: int, lo: int) -> int:
-    """Move the onset back to where completions started to grow towards the cap.
-
-    Truncation is the tail of the length distribution crossing the cap, so it only shows once
-    the lengths have grown most of the way; completion_len_mean (when logged on the same bins)
-    shows the growth that drives it from its start.
-    """
-    length = ctx.features("completion_len_mean")
-    if length is None or len(length) != len(feat) or not np.array_equal(length.step, feat.step):
-        return onset
-    log_len = np.log(np.maximum(finite_or(length.smooth, np.nan), 1e-9))
-    start = max(lo, onset - lookback)
-    return refine_onset(log_len, onset, start, onset + max(3, lookback // 4))
+    ).model_copy(update={"ongoing": ongoing})
 
 
 def _sample_truncated_share(ctx: DetectorContext, lo: int, hi: int) -> float | None:

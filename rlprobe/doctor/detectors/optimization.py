@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
-from rlprobe.doctor.episodes import Episode, back_to_departure, baseline_end, confidence, find_episode, make_finding, sustain_points
+from rlprobe.doctor.episodes import (
+    Episode, back_to_departure, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points,
+)
 from rlprobe.doctor.findings import SEVERITY_ORDER, Finding, Severity
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import aligned, before_after, level_at_steps, usable
@@ -450,9 +452,46 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
     }
 
 
+def _loss_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None:
+    """The loss leaving its scale by orders of magnitude (a divergence), judged point by point."""
+    feat = ctx.features("loss")
+    if feat is None or len(feat) < 6:
+        return None
+    value = np.asarray(feat.value, dtype=float)
+    mag = np.abs(value)
+    ok = np.isfinite(mag)
+    n = len(mag)
+    early = mag[: max(3, baseline_end(n))]
+    early = early[np.isfinite(early)]
+    if len(early) < 3:
+        return None
+    # the loss's own scale early on: its typical size, and the largest it got (a policy-gradient
+    # loss swings around 0; a batch with much signal gives a larger one without anything wrong)
+    typical = max(float(np.median(early)), 1e-12)
+    top = float(np.max(early))
+    threshold = max(p["loss_ratio_warn"] * typical, 10.0 * top, p["loss_abs_min"])
+    high = ok & (mag >= threshold)
+    sustain = max(2, min(5, sustain_points(n, 0.02, floor=2)))
+    hit = held_stretch(high, sustain, share=0.5, not_before=1)
+    if hit is None:
+        return None
+    start, end = hit
+    peak = float(np.nanmax(mag[start : end + 1]))
+    ratio = peak / typical
+    severity: Severity = "critical" if ratio >= p["loss_ratio_critical"] or still_holds(high, end, sustain) else "warn"
+    return {
+        "severity": severity,
+        "confidence": confidence(math.log10(ratio) / math.log10(p["loss_ratio_warn"]) - 1.0, 1.0, end - start + 1, sustain, floor=0.55),
+        "first_step": feat.step_at(start),
+        "last_step": int(feat.step_hi[end]),
+        "text": f"the loss diverged from step {feat.step_at(start)}: |loss| reached {peak:.3g}, {ratio:.3g}x its early typical size ({typical:.3g})",
+        "evidence": {"loss_typical_early": typical, "loss_largest_early": top, "loss_peak": peak, "loss_peak_ratio": ratio},
+    }
+
+
 @detects("GRAD_PATHOLOGY")
 def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
-    """NaN/Inf in the gradients or the loss, repeated violent grad-norm spikes, or runaway growth.
+    """NaN/Inf in the gradients or the loss, violent grad-norm spikes, runaway growth, a diverging loss.
 
     A non-finite gradient means the update is garbage: mixed-precision overflow, a log of zero
     in the loss (a log-prob of -inf, a ratio exp() that overflowed), a division by a zero std.
@@ -460,8 +499,14 @@ def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     thrown away. Repeated spikes far above the run's own noise mean a few tokens (huge ratios,
     near-zero probabilities) dominate the update; clipping hides the size but not the direction.
     Exponential growth of the grad norm is the lead-up to a divergence. A single isolated spike
-    is common in healthy runs and is not reported; growth that comes with a diverging PPO value
-    head is reported as a symptom of VALUE_DIVERGENCE.
+    is common in healthy runs and is not reported. A spike is measured against the level a
+    quarter of the nearby steps reach (the local 75th percentile), not their median: in
+    group-relative RL only steps whose batch carries reward variance (and the first of two
+    optimizer updates per batch) get a sizeable gradient, so a run whose batches are mostly
+    degenerate has a tiny median grad norm and its few informative steps are not spikes. A
+    loss that leaves its own scale by orders of magnitude (loss_ratio_warn times its early
+    typical size, ten times the largest it was early, and at least loss_abs_min) is a
+    divergence. Growth that comes with a diverging PPO value head ranks under VALUE_DIVERGENCE.
     """
     parts: dict[str, dict[str, Any]] = {}
     nonfinite = _nonfinite_part(ctx, p)
@@ -474,6 +519,10 @@ def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         growth = _growth_part(ctx, p)
         if growth is not None:
             parts["growth"] = growth
+    if ctx.has("loss"):
+        loss = _loss_part(ctx, p)
+        if loss is not None:
+            parts["loss"] = loss
     if not parts:
         return None
     order = sorted(parts.values(), key=lambda d: (-SEVERITY_ORDER[d["severity"]], -d["confidence"]))

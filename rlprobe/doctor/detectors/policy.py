@@ -10,74 +10,52 @@ from typing import Any
 import numpy as np
 
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
-from rlprobe.doctor.episodes import Episode, baseline_end, confidence, find_episode, make_finding, sustain_points
+from rlprobe.doctor.episodes import Episode, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points
+from rlprobe.doctor.series import level_at_steps
 from rlprobe.doctor.findings import Finding
 from rlprobe.doctor.registry import detects
-from rlprobe.doctor.stats import HingeFit, finite_or, first_sustained, hinge_fit, refine_onset
+from rlprobe.doctor.stats import HingeFit, centred_median, finite_or, first_sustained, hinge_fit, level_shifts, point_noise, refine_onset
 
 
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
-def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, np.ndarray, float] | None:
-    """The blow-up episode, the entropy ratio it was judged on, and the level it is relative to.
+def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, float, float, bool] | None:
+    """The blow-up: (episode, the level before, the level after, whether it still holds).
 
-    First against the run's early level (the baseline window). A blow-up inside that window
-    (a short run, or one that blows up within its first ~20%) lifts the baseline itself, so
-    failing that, against the level before the largest upward shift of log entropy.
+    Log entropy is cut into segments of constant level (binary segmentation under its own
+    point-to-point noise); a blow-up is a rise from one segment to the next of at least
+    ratio_warn times and z_min standard errors. The level before is the segment's own, not the
+    run's early window, so a blow-up in the first fifth of a short run is judged against what
+    came just before it. The onset is the first logged point from the change on that sits at
+    least half-way (in log) to the new level and keeps doing so; the episode ends when entropy
+    stays below that line. A rise inside the first 5% of the run that goes away is a warm-up
+    transient, not a blow-up.
     """
-    if len(feat) < 10:
-        return None
-    sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
-    if np.isfinite(feat.b_median) and feat.b_median > 0:
-        ratio = finite_or(feat.ratio, 1.0)
-        robust = feat.z > p["z_min"]
-        episode = find_episode(
-            feat,
-            warn=(ratio > p["ratio_warn"]) & robust,
-            critical=(ratio > p["ratio_critical"]) & robust,
-            sustain=sustain,
-            refine_with=feat.smooth,
-            not_before=baseline_end(len(feat)) // 2,
-        )
-        if episode is not None:
-            return episode, ratio, float(feat.b_median)
-    return _early_blowup(feat, p, sustain)
-
-
-def _early_blowup(feat: MetricFeatures, p: dict[str, Any], sustain: int) -> tuple[Episode, np.ndarray, float] | None:
     value = np.asarray(feat.value, dtype=float)
     ok = np.isfinite(value) & (value > 0)
-    if ok.sum() < 10:
+    n = len(value)
+    if ok.sum() < 8:
         return None
     y = np.where(ok, np.log(np.where(ok, value, 1.0)), np.nan)
-    filled = np.where(ok, y, np.nanmedian(y))
-    c = np.cumsum(filled - filled.mean())
-    k = int(np.argmin(c[:-1])) + 1  # where the mean shifts up the most
-    if k < 3 or len(y) - k < sustain:
-        return None
-    before = y[:k][np.isfinite(y[:k])]
-    level = float(np.median(before))
-    spread = max(1.4826 * float(np.median(np.abs(before - level))), math.log(1.05))
-    log_smooth = np.log(np.maximum(finite_or(feat.smooth, np.nan), 1e-300))
-    log_smooth = np.where(np.isfinite(log_smooth), log_smooth, level)
-    ratio = np.exp(log_smooth - level)
-    after = np.arange(len(y)) >= k
-    robust = (log_smooth - level) / spread > p["z_min"]
-    episode = find_episode(
-        feat,
-        warn=(ratio > p["ratio_warn"]) & robust & after,
-        critical=(ratio > p["ratio_critical"]) & robust & after,
-        sustain=sustain,
-        refine_with=log_smooth,
-        not_before=k,
-    )
-    if episode is None:
-        return None
-    onset = min(episode.onset, k)
-    while onset > 1 and np.isfinite(y[onset - 1]) and (y[onset - 1] - level) / spread > p["z_min"]:
-        onset -= 1  # the shift's first point can sit on the low side of the changepoint
-    return Episode(episode.start, episode.end, episode.severity, onset), ratio, math.exp(level)
+    noise = max(point_noise(y), math.log(1.02))
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    for shift in level_shifts(y, noise, min_size=3, lookback=max(8, n // 3)):
+        rise = shift.after - shift.before
+        if rise < math.log(p["ratio_warn"]) or shift.z < p["z_min"]:
+            continue
+        line = shift.before + 0.5 * rise
+        cond = ok & (y >= line)
+        hit = held_stretch(cond, sustain, not_before=max(0, shift.at - 2))
+        if hit is None:
+            continue
+        start, end = hit
+        ongoing = still_holds(cond, end, sustain)
+        if start < 0.05 * n and not ongoing:
+            continue  # a warm-up transient
+        severity = "critical" if rise >= math.log(p["ratio_critical"]) and ongoing else "warn"
+        return Episode(start, end, severity, start), math.exp(shift.before), math.exp(shift.after), ongoing
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,13 +133,14 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     Typically a too-high learning rate (or a bad update after a loss spike) knocks the policy
     off the data manifold: token distributions flatten, completions become token soup that
     runs to the length cap, and reward falls to zero. Unlike a slow drift this happens within
-    a handful of steps and rarely recovers without rolling back. The test: the smoothed
-    entropy above ratio_warn (2.5x) its early level and more than z_min (4) robust z above it,
-    for 2% of the run (at least 3 points); critical above ratio_critical (4x). A blow-up
-    inside the baseline window lifts the early level itself, so failing that test the level
-    before the largest upward shift of log entropy is the reference (the real collapse log:
-    entropy 0.2 -> 7 at step 25 of 200). Truncation, KL and reward collapse that follow are
-    reported by their own detectors as symptoms.
+    a handful of steps and rarely recovers without rolling back. The test compares levels, not
+    single points: log entropy is cut into segments of constant level, and a rise from one to
+    the next of at least ratio_warn (2.5x) and z_min (4) standard errors, held by most points
+    for 2% of the run (at least 3 points), is a blow-up; critical at ratio_critical (4x) while
+    it still holds. The reference is the level just before the rise, so a blow-up in the first
+    fifth of a short run (the real collapse log: entropy 0.2 -> 7 at step 25 of 200) is judged
+    against what came before it. One the run came back from says so and is a warning.
+    Truncation, KL and reward collapse that follow are its symptoms (catalog links).
     """
     feat = ctx.features("entropy_mean")
     if feat is None:
@@ -169,28 +148,39 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     hit = _entropy_blowup_episode(feat, p)
     if hit is None:
         return None
-    episode, ratio, base = hit
+    episode, before, after, ongoing = hit
     sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
-    peak = float(np.max(ratio[episode.start : episode.end + 1]))
-    held = float(np.median(ratio[episode.start : episode.end + 1]))
+    value = np.asarray(feat.value, dtype=float)
+    seg = value[episode.start : episode.end + 1]
+    peak = float(np.nanmax(seg))
+    first_step, last_step = episode.steps(feat)
+    now = float(np.nanmedian(value[max(0, len(value) - sustain) :]))
     evidence: dict[str, Any] = {
-        "entropy_baseline": base,
-        "entropy_peak": float(np.nanmax(feat.smooth)),
-        "peak_ratio_to_baseline": peak,
-        "median_ratio_while_high": held,
-        "steps_above_threshold": int(feat.step_hi[episode.end] - feat.step[episode.start] + 1),
+        "entropy_before": before,
+        "entropy_after": after,
+        "entropy_peak": peak,
+        "ratio_to_before": after / before,
+        "peak_ratio_to_before": peak / before,
+        "entropy_now": now,
+        "steps_high": int(last_step - first_step + 1),
     }
     for metric in ("reward_mean", "completion_len_mean", "max_len_hit_frac", "truncation_rate", "kl_mean"):
         other = ctx.features(metric)
         if other is not None and len(other):
-            evidence[f"{metric}_before"] = other.b_median
-            evidence[f"{metric}_now"] = float(other.smooth[-1])
-    strength = held / p["ratio_warn"] - 1.0
+            evidence[f"{metric}_before"] = level_at_steps(other, -2**62, first_step - 1)
+            evidence[f"{metric}_while_high"] = level_at_steps(other, first_step, last_step)
+    text = (f"Policy entropy jumped from {before:.3g} to {after:.3g} ({after / before:.1f}x the level before, peak "
+            f"{peak:.3g}) from step {first_step}")
+    if ongoing:
+        text += " and stays there: completions are likely degenerating into noise."
+    else:
+        text += (f" and held there to step {last_step}; it has fallen back since (now {now:.3g}). Completions were "
+                 "likely degenerating into noise meanwhile, and whatever the policy learned from them stays.")
+    strength = (after / before) / p["ratio_warn"] - 1.0
     return make_finding(
         ctx, "ENTROPY_BLOWUP", episode, feat,
         confidence(strength, 0.25, episode.end - episode.start + 1, sustain, floor=0.5),
-        f"Policy entropy jumped to {peak:.1f}x its early level ({base:.3g} -> "
-        f"{float(np.nanmax(feat.smooth)):.3g}) within a few steps: completions are likely degenerating into noise.",
+        text,
         evidence,
         [
             "Roll back to the checkpoint before the onset and lower the learning rate.",
@@ -198,7 +188,7 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             "Inspect the linked samples for token soup or runs to the length cap.",
         ],
         sample_order="step DESC",
-    )
+    ).model_copy(update={"ongoing": ongoing})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,25 +210,47 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     signature is KL staying excess_warn (3x) above that ceiling for 2% of the run (critical:
     excess_critical, 6x), with the breakpoint clearly better than a plain power law
     (min_improvement) and KL above min_kl nats. The first step is where the fitted curve left
-    the power law by `departure` (5%). A KL jump while entropy blows up is that blow-up's
+    the power law by `departure` (5%). KL starts at ~0 (the policy is the reference) and climbs
+    as the policy first moves; the trend is fitted from where KL first reached settle_share (a
+    fifth) of its median level over the first third of the run and min_kl nats, so that first
+    climb is never extrapolated into a blow-up. A KL
+    jump while entropy blows up is that blow-up's
     symptom (a link in the catalog): it is ranked under ENTROPY_BLOWUP and says so.
     """
     metric = "kl_mean" if ctx.features("kl_mean") is not None else "kl_max"
     feat = ctx.features(metric)
     if feat is None or len(feat) < 20:
         return None
-    value = np.asarray(feat.value, dtype=float)
+    # KL of one step is a noisy sample (a batch where the policy barely moved logs ~0, and in
+    # log space those points would dominate any fit): the trend is fitted to a centred 5-point
+    # median, which follows a real break without lag and ignores single outliers.
+    value = centred_median(np.asarray(feat.value, dtype=float), 5)
     smooth = np.asarray(feat.smooth, dtype=float)
     steps = feat.step.astype(float)
     lo = int(np.floor(0.05 * len(feat)))
+    # KL starts at ~0 (the policy is the reference) and climbs as the policy first moves: that
+    # climb is not a trend to extrapolate. The trend is fitted from where KL first reached a
+    # fifth of its typical (median) level over the first third of the run, and min_kl nats
+    # (below that the policy has not measurably left the reference).
+    early = value[: max(10, len(value) // 3)]
+    typical = float(np.nanmedian(np.where(early > 0, early, np.nan))) if np.any(early > 0) else float("nan")
+    if np.isfinite(typical):
+        settled = np.flatnonzero(np.isfinite(value) & (value >= max(p["settle_share"] * typical, p["min_kl"])))
+        if len(settled):
+            lo = max(lo, int(settled[0]))
     ok = np.isfinite(value) & (value > 0) & (steps > 0) & (np.arange(len(feat)) >= lo)
     idx = np.flatnonzero(ok)
     if len(idx) < 20:
         return None
     u_all = np.log(np.maximum(steps, 1.0))
-    fit = hinge_fit(u_all[idx], np.log(value[idx]), min_side=max(3, len(idx) // 25))
+    # the trend a break departs from is trusted only over a tenth of the fitted points (at least
+    # 8), and only if KL was not falling: a few points that happen to dip would make any
+    # ordinary rise look like a break
+    fit = hinge_fit(u_all[idx], np.log(value[idx]), min_side=max(3, len(idx) // 25), min_before=max(8, len(idx) // 10))
     if fit is None or fit.improvement < p["min_improvement"]:
         return None
+    if fit.p < -0.5:
+        return None  # KL was falling before the break: a rise back is a recovery, not an escape
     c = int(idx[fit.index])
     uc = u_all[c]
     slope = max(fit.p, p["healthy_slope"])

@@ -19,13 +19,17 @@ import numpy as np
 
 from rlprobe.doctor.catalog import CORRECT_PATTERN, FORMAT_PATTERN
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
-from rlprobe.doctor.episodes import Episode, baseline_end, confidence, find_episode, held_stretch, hinge_onset, make_finding, sustain_points
+from rlprobe.doctor.episodes import (
+    Episode, baseline_end, confidence, find_episode, held_stretch, hinge_onset, make_finding, still_holds, sustain_points,
+)
 from rlprobe.doctor.findings import Finding
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import (
     Grid, Track, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, window,
 )
-from rlprobe.doctor.stats import bounded_noise, center_scale, ffill, level_shifts, nanmedian, theil_sen, trailing_mean, trailing_median
+from rlprobe.doctor.stats import (
+    bounded_noise, center_scale, ffill, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
+)
 
 # ---------------------------------------------------------------------------------------------
 # helpers of the reward signatures
@@ -95,6 +99,100 @@ def direction(ctx: DetectorContext, grid: Grid, lo: int, hi: int, pre: int) -> t
     return verdict, evidence
 
 
+def reward_at_floor(ctx: DetectorContext, level: float, first_step: int, last_step: int) -> str | None:
+    """Why a pinned reward sits at its floor (the words), or None when nothing says so.
+
+    A reward that never rises above 0 is at its floor (accuracy-like rewards are 0 for a wrong
+    answer; format penalties are negative). So is one whose completions are all cut at the
+    length cap (no answer is ever reached). A binary reward pinned at 1 is at its ceiling
+    instead: reward_at_ceiling.
+    """
+    if level <= 0.0:
+        return f"it is {level:.3g}, never above 0"
+    for metric, invert in (("max_len_hit_frac", False), ("truncation_rate", False), ("eos_rate", True)):
+        feat = ctx.features(metric)
+        if feat is None:
+            continue
+        sel = (feat.step >= first_step) & (feat.step <= last_step)
+        v = np.asarray(feat.value, dtype=float)[sel]
+        v = v[np.isfinite(v)]
+        if len(v) and float(np.median(1.0 - v if invert else v)) >= 0.9:
+            return "every completion is cut at the length cap, so no answer is ever reached"
+    return None
+
+
+def reward_at_ceiling(level: float, value: np.ndarray) -> bool:
+    """True when a pinned reward sits at the top of a [0, 1] reward (a binary or few-valued one)."""
+    v = value[np.isfinite(value)]
+    return len(v) > 0 and float(np.max(v)) <= 1.0 + 1e-9 and float(np.min(v)) >= 0.0 and level >= 1.0 - 1e-6
+
+
+def _pinned(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """Every rollout earns the same reward from the first logged step on (the run never had a signal)."""
+    reward = ctx.features("reward_mean")
+    std = ctx.features("reward_std")
+    base = std if std is not None else reward
+    if base is None or len(base) < 5:
+        return None
+    rv = np.asarray(reward.value, dtype=float) if reward is not None else np.array([])
+    # the level it was pinned at from the start: the opening points and the whole run alike
+    level = max(nanmedian(rv[:5]), nanmedian(rv)) if len(rv) else float("nan")
+    scale = max(abs(level) if np.isfinite(level) else 0.0,
+                float(np.nanpercentile(rv, 95) - np.nanpercentile(rv, 5)) if np.isfinite(rv).sum() >= 3 else 0.0)
+    if std is not None:
+        spread = np.asarray(std.value, dtype=float)
+        dead = np.isfinite(spread) & ((spread <= 0.0) | (spread <= p["dead_rel"] * scale))
+        how = f"reward_std stays at about {nanmedian(spread):.2g}, at most {p['dead_rel']:.0%} of the reward's size"
+    else:
+        # no within-step spread logged: a batch mean that does not move at all from step to step
+        # means every rollout earned the same; a large batch of a saturated reward moves little
+        # too, so this alone is read only together with a reason the reward is at its floor
+        noise = point_noise(rv)
+        if not np.isfinite(level) or not np.isfinite(noise) or noise > p["dead_rel"] * max(abs(level), 1e-12):
+            return None
+        dead = np.isfinite(rv)
+        how = f"the batch-mean reward moves by only {noise:.2g} from step to step"
+    sustain = sustain_points(len(base), p["sustain_frac"], floor=3)
+    hit = held_stretch(dead, sustain)
+    if hit is None or hit[0] > 1 or not still_holds(dead, hit[1], sustain):
+        return None
+    start, end = hit
+    first_step, last_step = base.step_at(start), int(base.step_hi[end])
+    opening_end = base.step_at(min(end, start + max(3, sustain) - 1))
+    floor_why = None
+    if np.isfinite(level) and reward_at_floor(ctx, level, first_step, opening_end) is not None:
+        floor_why = reward_at_floor(ctx, level, first_step, last_step)
+    evidence: dict[str, Any] = {"variant": "dead_from_start", "reward_mean_level": level}
+    if std is not None:
+        evidence["reward_std_median"] = nanmedian(np.asarray(std.value, dtype=float))
+    for metric in ("grad_norm", "kl_mean"):
+        f = ctx.features(metric)
+        if f is not None:
+            evidence[f"{metric}_median"] = nanmedian(np.asarray(f.value, dtype=float))
+    if floor_why is not None:
+        severity, verdict = "critical", (f"the reward is pinned at its floor ({floor_why}): the run is starved from the "
+                                         "start and every step so far was wasted")
+    elif std is None:
+        return None
+    elif np.isfinite(level) and reward_at_ceiling(level, rv):
+        severity, verdict = "info", "the reward is pinned at its ceiling: every rollout already succeeds, there is nothing left to learn"
+    else:
+        severity, verdict = "warn", f"the reward is pinned at {level:.3g}, at its floor or its ceiling (nothing logged says which)"
+    return make_finding(
+        ctx, "REWARD_STD_DEATH", Episode(start, end, severity, start), base,
+        confidence(1.0, 1.0, end - start + 1, sustain, floor=0.6),
+        f"No learning signal from the first logged step: every rollout earns the same reward ({how}, step "
+        f"{first_step} to {last_step}), so every advantage is 0; {verdict}.",
+        evidence,
+        [
+            "Read the linked samples and score a few by hand: a reward function that never fires, or completions that never finish, are the usual causes.",
+            "If the policy cannot reach any reward yet, start from an SFT checkpoint, add easier prompts, or give partial credit.",
+            "If every rollout already succeeds, the data is too easy: stop, or move to harder prompts.",
+        ],
+        sample_order="step ASC",
+    ).model_copy(update={"ongoing": True})
+
+
 @detects("REWARD_STD_DEATH")
 def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Reward variance dies: every rollout earns the same reward, so there is nothing to learn from.
@@ -112,7 +210,16 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     A saturated run counts as a failure only when the policy visibly collapsed with it (entropy
     fell at the onset, or the captured samples started repeating each other); otherwise it may
     have simply finished learning what its data can teach, and the finding is info.
+
+    A run whose rewards never had a spread (reward_std at most dead_rel of the reward's size, or
+    0, from the first logged step to the last; without reward_std, a batch mean that does not
+    move at all) never had a learning signal: critical when the reward is at its floor (never
+    above 0, or every completion cut at the length cap), info when a [0, 1] reward is pinned
+    at 1 (nothing left to learn), a warning when nothing says which.
     """
+    pinned = _pinned(ctx, p)
+    if pinned is not None:
+        return pinned
     feat = ctx.features("reward_std")
     if feat is None or len(feat) < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
         return None
@@ -160,6 +267,8 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         evidence["distinct_completions_before"], evidence["distinct_completions_during"] = distinct
     repeating = distinct[0] is not None and distinct[1] is not None and distinct[1] <= p["distinct_max"] < distinct[0]
     narrowed = ent is not None and ent["ratio_to_before"] < p["entropy_drop"]
+    if variant == "collapsed":
+        severity = "critical"  # every rollout earns the same low reward: starved, nothing left to learn from
     if variant != "collapsed" and severity != "info" and not (repeating or narrowed):
         severity = "info"
         note = " Neither entropy nor the samples show the policy collapsing: the run may simply have finished learning what this data can teach."
@@ -205,6 +314,45 @@ def within_share(ctx: DetectorContext, grid: Grid) -> np.ndarray | None:
     return np.where(alive, ffill(share / base), np.nan)
 
 
+def _all_wrong_from_start(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
+    """Nearly every group degenerate from the first logged step, with the reward at its floor."""
+    value = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(value)
+    sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
+    high = ok & (value >= p["level_critical"])
+    hit = held_stretch(high, sustain)
+    if hit is None or hit[0] > 1 or not still_holds(high, hit[1], sustain):
+        return None
+    start, end = hit
+    first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
+    reward = ctx.features("reward_mean")
+    level = float("nan")
+    if reward is not None:
+        rv = np.asarray(reward.value, dtype=float)
+        level = max(nanmedian(rv[: max(3, sustain)]), nanmedian(rv))
+    # all-wrong from the start: the reward at its floor over the opening points and over the whole stretch
+    opening_end = feat.step_at(min(end, start + max(3, sustain) - 1))
+    why = None
+    if np.isfinite(level) and reward_at_floor(ctx, level, first_step, opening_end) is not None:
+        why = reward_at_floor(ctx, level, first_step, last_step)
+    if why is None:
+        return None  # all-correct, or nothing says all-wrong: an easy task, not a failure
+    held = nanmedian(value[start : end + 1])
+    return make_finding(
+        ctx, "DEGENERATE_GROUPS", Episode(start, end, "critical", start), feat,
+        confidence(1.0, 1.0, end - start + 1, sustain, floor=0.6),
+        f"{held:.0%} of GRPO groups have zero reward variance from the first logged step (step {first_step} to "
+        f"{last_step}), all-wrong ({why}): those groups give no gradient, so the run has had almost no learning signal.",
+        {"variant": "all_wrong_from_start", "zero_variance_group_frac_median": held, "reward_mean_level": level},
+        [
+            "Check the reward on the linked samples: a reward that never fires (a parser that never matches, a wrong answer key) looks like this.",
+            "Start from a checkpoint that can solve some prompts (SFT), or add easier prompts, so groups hold mixed outcomes.",
+            "Raise the group size or the sampling temperature so some rollouts of a prompt succeed.",
+        ],
+        sample_order="step ASC",
+    ).model_copy(update={"ongoing": True})
+
+
 @detects("DEGENERATE_GROUPS")
 def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Most GRPO groups have zero reward variance: each prompt is all-correct or all-wrong.
@@ -228,7 +376,9 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     if feat is None or len(feat) < 10 or not np.isfinite(feat.b_median):
         return None
     if feat.b_median > p["baseline_max"]:
-        return None  # most groups were degenerate from the start: an easy task's normal state
+        # most groups were degenerate from the start: an easy task's normal state, unless they
+        # are all-wrong (the reward at its floor), which is a run with no signal at all
+        return _all_wrong_from_start(ctx, feat, p)
     grid = Grid.of(ctx)
     sustain = sustain_points(len(feat), p["sustain_frac"])
     # A fraction has natural units: an absolute level and rise. With 4 groups a batch's fraction
