@@ -25,7 +25,7 @@ from typing import Iterator
 
 from rlprobe.errors import ImportRefused, SourceUnreadable
 from rlprobe.importers import console_log, metrics_file, trainer_state, trl_completions
-from rlprobe.importers._common import Parsed
+from rlprobe.importers._common import Parsed, finish
 from rlprobe.importers.write import ImportReport, write_recording
 
 __all__ = ["FORMATS", "ImportReport", "Recording", "as_recording", "detect", "import_source", "is_importable"]
@@ -152,7 +152,7 @@ def import_source(source: str | os.PathLike[str], run_dir: str | os.PathLike[str
         raise SourceUnreadable(f"{source}: no such file or directory")
     _check_target(src, dest)
     found = detect(src) if kind == "auto" else kind
-    parsed = _read(src, found, step_every)
+    parsed = finish(_read(src, found, step_every))
     if not parsed.entries and not parsed.samples:
         why = f" ({len(parsed.bad_lines)} malformed lines, first at line {parsed.bad_lines[0]})" if parsed.bad_lines else ""
         left = ", ".join(f"{n} {r}" for r, n in sorted(parsed.skipped.items()))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from rlprobe.keymap import MappedMetrics, map_metrics
+from rlprobe.keymap import MappedMetrics, derive_run, infer_algorithm, map_metrics
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX
 
 # The dict the HF Trainer logs once, after the last step: totals, not a step's metrics.
@@ -46,6 +46,7 @@ class Parsed:
     model_name: str | None = None
     trainer_config: dict[str, Any] = field(default_factory=dict)
     step_rule: str = ""
+    algorithm_rule: str = ""
     bad_lines: list[int] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> entries left out
     notes: list[str] = field(default_factory=list)
@@ -126,3 +127,35 @@ def read_text(path: Path) -> str:
     """A text file's contents, opened read-only; undecodable bytes become U+FFFD, never an error."""
     with open(path, "r", encoding="utf-8", errors="replace", newline="") as fh:
         return fh.read()
+
+
+def finish(parsed: Parsed) -> Parsed:
+    """What needs the whole run: run-level derivations, the algorithm, constant placeholders.
+
+    Every reader's result goes through this once, before it is written (rlprobe.keymap says
+    which derivations are exact and why they need every step).
+    """
+    mapped = [e.mapped for e in parsed.entries]
+    parsed.notes += derive_run(mapped)
+    if parsed.algorithm is None:
+        parsed.algorithm, parsed.algorithm_rule = infer_algorithm({f for m in mapped for f in m.fields})
+    parsed.notes += constant_notes(mapped)
+    return parsed
+
+
+def constant_notes(mapped: list[MappedMetrics], min_steps: int = 20) -> list[str]:
+    """Fields exactly 0 at every one of many steps: said, since trainers write 0 for 'not measured'.
+
+    The values are kept as logged (0 may be true: loss and clip fraction are 0 by construction
+    with one update per batch); the note tells the reader of the report to look.
+    """
+    if len(mapped) < min_steps:
+        return []
+    fields = sorted({f for m in mapped for f in m.fields} - {"lr"} - {f for m in mapped for f in m.derived})
+    out = []
+    for name in fields:
+        values = [m.fields[name] for m in mapped if name in m.fields]
+        if len(values) >= min_steps and all(v == 0.0 for v in values):
+            out.append(f"{name} is exactly 0 at all {len(values)} steps that log it (a placeholder for "
+                       "'not measured', or 0 by construction?)")
+    return out

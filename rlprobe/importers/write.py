@@ -38,12 +38,15 @@ class ImportReport:
     fields: list[str] = field(default_factory=list)
     components: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
+    shadowed: list[str] = field(default_factory=list)
+    derived: list[str] = field(default_factory=list)
     non_numeric: list[str] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     algorithm: str | None = None
+    algorithm_rule: str = ""
     model_name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,11 +68,16 @@ class ImportReport:
             f"  mapped fields: {', '.join(self.fields) or '(none)'}",
         ]
         if self.model_name or self.algorithm:
-            lines.append(f"  model: {self.model_name or '?'}, algorithm: {self.algorithm or '?'}")
+            why = f" (inferred: {self.algorithm_rule})" if self.algorithm_rule else ""
+            lines.append(f"  model: {self.model_name or '?'}, algorithm: {self.algorithm or '?'}{why}")
+        if self.derived:
+            lines.append(f"  derived fields (exact, see docs/import.md): {', '.join(self.derived)}")
         if self.components:
             lines.append(f"  reward components: {', '.join(self.components)}")
         if self.unmapped:
             lines.append(f"  unmapped keys ({len(self.unmapped)}, kept as extra.<key>): {', '.join(self.unmapped)}")
+        if self.shadowed:
+            lines.append(f"  second spellings of a mapped field (kept as extra.<key>): {', '.join(self.shadowed)}")
         if self.non_numeric:
             lines.append(f"  not numbers, not imported: {', '.join(self.non_numeric)}")
         if self.skipped:
@@ -113,9 +121,12 @@ def write_recording(parsed: Parsed, source: Path, run_dir: Path, *, algorithm: s
         fields=sorted({f for e in parsed.entries for f in e.mapped.fields}),
         components=sorted({c for e in parsed.entries for c in e.mapped.components}),
         unmapped=_ordered_union([e.mapped.unmapped for e in parsed.entries]),
+        shadowed=_ordered_union([e.mapped.shadowed for e in parsed.entries]),
+        derived=_ordered_union([e.mapped.derived for e in parsed.entries]),
         non_numeric=_ordered_union([e.mapped.skipped for e in parsed.entries]),
         bad_lines=list(parsed.bad_lines), skipped=dict(parsed.skipped), files=list(parsed.files),
-        notes=list(parsed.notes), algorithm=algorithm or parsed.algorithm, model_name=model_name or parsed.model_name,
+        notes=list(parsed.notes), algorithm=algorithm or parsed.algorithm,
+        algorithm_rule="" if algorithm else parsed.algorithm_rule, model_name=model_name or parsed.model_name,
     )
     manifest = RunManifest(
         run_id=report.run_id, algorithm=report.algorithm, model_name=report.model_name,
