@@ -189,6 +189,76 @@ RUN_DERIVATIONS: tuple[RunDerivation, ...] = (
                   "reward_std is 0, so every group's rewards are equal"),
 )
 
+# Keys trainers document that look like a field but are not one: kept as extras, with why.
+# (Anything else unmapped is simply unknown to rlprobe.) Exact keys, then key families.
+KNOWN_EXTRAS: dict[str, str] = {
+    "objective/rlhf_reward": "TRL PPO: the score minus the KL penalty; reward_mean is the score (objective/scores)",
+    "objective/non_score_reward": "TRL PPO: the KL penalty term, -beta * KL",
+    "policy/approxkl_avg": "TRL PPO: KL between the policy before and after an update, not to the reference",
+    "approx_kl": "KL between the policy before and after an update (PPO's early-stop statistic), not to the reference",
+    "ppo_kl": "OpenRLHF: KL between the policy before and after an update, not to the reference",
+    "actor/ppo_kl": "verl: KL between the policy before and after an update, not to the reference",
+    "vllm_kl": "OpenRLHF: KL between the trainer's and vLLM's logprobs; logprob_mismatch holds the mean |difference|",
+    "val/num_eos_tokens": "TRL PPO: a count of EOS tokens in the batch, not a share (eos_rate only where it is 0 throughout)",
+    "val/ratio_var": "TRL PPO: the variance of pi/pi_old",
+    "rollout_entropy": "XTuner: entropy of the rollout engine's logprobs; entropy_mean is the trainer's",
+    "sampling/sampling_logp_difference/max": "TRL: the largest |trainer - sampler| logprob gap; logprob_mismatch is the mean",
+    "num_tokens": "TRL: tokens consumed so far (a running total)",
+    "truncated_count": "a count; with rollout_count it gives max_len_hit_frac",
+    "rollout_count": "a count; with truncated_count it gives max_len_hit_frac",
+    "return": "OpenRLHF: the mean return (the value head's target)",
+    "values": "OpenRLHF: the value head's mean prediction",
+    "actor/pg_clipfrac_lower": "verl: the dual-clip lower bound's share; clip_fraction is actor/pg_clipfrac",
+    "actor/kl_coef": "verl: the KL coefficient",
+    "actor/reward_kl_penalty_coeff": "verl: the KL coefficient",
+    "response/aborted_ratio": "verl: share of empty (aborted) responses",
+    "max_ratio": "XTuner: the largest pi/pi_old of an optimizer step (its max over a rollout in max_ratio/max)",
+    "max_ratio/max": "XTuner: the largest pi/pi_old of a rollout's optimizer steps",
+    "grad_norm/max": "XTuner: the largest grad norm of a rollout's optimizer steps; grad_norm is their mean",
+    "total_loss": "XTuner: the optimizer step's total loss; loss is its policy loss",
+    "reduced_llm_loss": "XTuner: the loss reduced across ranks",
+    "consumed_tokens": "XTuner: tokens of the optimizer step",
+    "efficient_attn_ratio": "XTuner: packing efficiency",
+    "optimizer_steps": "XTuner: optimizer steps in the rollout's update",
+    "skipped_optimizer_steps": "XTuner: optimizer steps skipped because the grad norm exceeded its threshold",
+    "batch_size": "samples in the step's batch",
+    "episode": "TRL PPO: samples seen so far",
+    "epoch": "the Trainer's epoch counter",
+    "eps": "TRL PPO: episodes per second",
+}
+KNOWN_EXTRA_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^rewards/[^/]+/std$"), "TRL: a reward function's std; its mean is the reward component"),
+    (re.compile(r"^completions/(min|max|mean|min_terminated|max_terminated|mean_terminated)_(length|terminated_length)$|"
+                r"^completions/min_length$"),
+     "TRL: lengths of all completions (min) or of those that ended with EOS only"),
+    (re.compile(r"^clip_ratio/(low|high)_(mean|min|max)$"),
+     "TRL: one side of the clip region; clip_fraction is clip_ratio/region_mean, both sides"),
+    (re.compile(r"^sampling/importance_sampling_ratio/"), "TRL: truncated importance weights between trainer and sampler"),
+    (re.compile(r"^mismatch/"), "verl/XTuner train-inference statistics; logprob_mismatch is mismatch_logprob_abs_diff, "
+                                "the mean |logprob difference| (what TRL logs)"),
+    (re.compile(r"^critic/rewards/"), "verl: the score after the in-reward KL penalty; reward_mean is critic/score/mean"),
+    (re.compile(r"^critic/(returns|values)/|^critic/vpred_mean$"), "verl: the value head's targets and predictions"),
+    (re.compile(r"^critic/(grad_norm|lr)$"), "verl: the critic's optimizer; grad_norm and lr are the actor's"),
+    (re.compile(r"^critic/advantages/(max|min)$|^advantages/(max|min)$"), "the advantages' range; adv_mean is the mean"),
+    (re.compile(r"^(prompt_length|prompt_len)/|^response_length/min$|^response_len/(min|std)$|^response_length_non_aborted/"),
+     "prompt lengths, and response-length statistics without a field"),
+    (re.compile(r"^(timing_s|timing_per_token_ms|perf|timing)/"), "timings and throughput without a field"),
+    (re.compile(r"^(val-core|val-aux|eval)/|^eval_"), "evaluation metrics, not a training step's"),
+)
+
+
+def why_extra(key: str) -> str | None:
+    """Why a key trainers document is kept as an extra rather than mapped, or None if unknown."""
+    bare = next((key[len(p):] for p in NAMESPACES if key.startswith(p)), key)
+    reason = KNOWN_EXTRAS.get(bare)
+    if reason is not None:
+        return reason
+    for pattern, why in KNOWN_EXTRA_FAMILIES:
+        if pattern.search(bare):
+            return why
+    return None
+
+
 # Fields that name a training algorithm's own machinery; see infer_algorithm.
 _VALUE_FIELDS = ("value_loss", "value_explained_variance", "value_clip_fraction")
 _GROUP_FIELDS = ("zero_variance_group_frac", "group_reward_std_mean")

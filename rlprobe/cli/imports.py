@@ -9,7 +9,7 @@ import click
 from rlprobe.cli import cli
 
 # Kept here (not imported from rlprobe.importers) so `rlprobe --help` does not load the importers.
-_FORMATS = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "trl_completions")
+_FORMATS = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "xtuner", "trl_completions")
 
 
 @cli.command("import")

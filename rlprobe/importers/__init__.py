@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Iterator
 
 from rlprobe.errors import ImportRefused, SourceUnreadable
-from rlprobe.importers import console_log, metrics_file, trainer_state, trl_completions
+from rlprobe.importers import console_log, metrics_file, trainer_state, trl_completions, xtuner_log
 from rlprobe.importers._common import Parsed, finish
 from rlprobe.importers.write import ImportReport, write_recording
 
 __all__ = ["FORMATS", "ImportReport", "Recording", "as_recording", "detect", "import_source", "is_importable"]
 
-FORMATS: tuple[str, ...] = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "trl_completions")
+FORMATS: tuple[str, ...] = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "xtuner", "trl_completions")
 """Values of `kind` (and of `rlprobe import --format`)."""
 
 # What makes a directory a recording (docs/format.md); such a path is read, never imported.
@@ -47,6 +47,12 @@ def _first_line(text: str) -> str:
         if line.strip():
             return line.strip()
     return ""
+
+
+def _read_all(path: Path) -> str:
+    from rlprobe.importers._common import read_text
+
+    return read_text(path)
 
 
 def detect(source: str | os.PathLike[str]) -> str:
@@ -84,6 +90,8 @@ def detect(source: str | os.PathLike[str]) -> str:
                 return "jsonl"
         except ValueError:
             pass
+    if xtuner_log.looks_like(head) or ("[XTuner]" in head and xtuner_log.looks_like(_read_all(path))):
+        return "xtuner"
     if console_log.looks_like(head):
         return "console"
     header = {c.strip().strip('"') for c in first.replace("\t", ",").split(",")}
@@ -118,6 +126,7 @@ def _read(path: Path, kind: str, step_every: int | None) -> Parsed:
         "json": lambda: metrics_file.parse_json_array(path, step_every),
         "csv": lambda: metrics_file.parse_csv(path, step_every),
         "console": lambda: console_log.parse(path, step_every),
+        "xtuner": lambda: xtuner_log.parse(path, step_every),
         "trl_completions": lambda: trl_completions.parse([path]),
     }
     return readers[kind]()

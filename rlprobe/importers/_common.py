@@ -129,6 +129,12 @@ def read_text(path: Path) -> str:
         return fh.read()
 
 
+# Measurements a trainer may write as 0 when it does not compute them (the doctor would read a
+# flat 0 entropy as a collapsed policy); a constant 0 reward_min or lr is ordinary.
+_PLACEHOLDER_PRONE = frozenset({"entropy_mean", "kl_mean", "grad_norm", "loss", "clip_fraction", "reward_std",
+                                "logprob_mismatch", "value_loss", "ratio_mean", "adv_std"})
+
+
 def finish(parsed: Parsed) -> Parsed:
     """What needs the whole run: run-level derivations, the algorithm, constant placeholders.
 
@@ -151,7 +157,7 @@ def constant_notes(mapped: list[MappedMetrics], min_steps: int = 20) -> list[str
     """
     if len(mapped) < min_steps:
         return []
-    fields = sorted({f for m in mapped for f in m.fields} - {"lr"} - {f for m in mapped for f in m.derived})
+    fields = sorted(({f for m in mapped for f in m.fields} & _PLACEHOLDER_PRONE) - {f for m in mapped for f in m.derived})
     out = []
     for name in fields:
         values = [m.fields[name] for m in mapped if name in m.fields]

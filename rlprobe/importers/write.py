@@ -17,6 +17,7 @@ from typing import Any
 
 from rlprobe import __version__
 from rlprobe.importers._common import Parsed
+from rlprobe.keymap import why_extra
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX, Event, RunManifest, new_run_id
 
 _MAX_LISTED_LINES = 50  # an event line stays small even for a log that is all garbage
@@ -38,6 +39,7 @@ class ImportReport:
     fields: list[str] = field(default_factory=list)
     components: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
+    known_extra: list[str] = field(default_factory=list)
     shadowed: list[str] = field(default_factory=list)
     derived: list[str] = field(default_factory=list)
     non_numeric: list[str] = field(default_factory=list)
@@ -74,8 +76,12 @@ class ImportReport:
             lines.append(f"  derived fields (exact, see docs/import.md): {', '.join(self.derived)}")
         if self.components:
             lines.append(f"  reward components: {', '.join(self.components)}")
-        if self.unmapped:
-            lines.append(f"  unmapped keys ({len(self.unmapped)}, kept as extra.<key>): {', '.join(self.unmapped)}")
+        unknown = [k for k in self.unmapped if k not in set(self.known_extra)]
+        if self.known_extra:
+            lines.append(f"  known keys without a field ({len(self.known_extra)}, kept as extra.<key>; docs/import.md "
+                         f"says why): {', '.join(self.known_extra)}")
+        if unknown:
+            lines.append(f"  unmapped keys ({len(unknown)}, kept as extra.<key>): {', '.join(unknown)}")
         if self.shadowed:
             lines.append(f"  second spellings of a mapped field (kept as extra.<key>): {', '.join(self.shadowed)}")
         if self.non_numeric:
@@ -121,6 +127,7 @@ def write_recording(parsed: Parsed, source: Path, run_dir: Path, *, algorithm: s
         fields=sorted({f for e in parsed.entries for f in e.mapped.fields}),
         components=sorted({c for e in parsed.entries for c in e.mapped.components}),
         unmapped=_ordered_union([e.mapped.unmapped for e in parsed.entries]),
+        known_extra=[k for k in _ordered_union([e.mapped.unmapped for e in parsed.entries]) if why_extra(k)],
         shadowed=_ordered_union([e.mapped.shadowed for e in parsed.entries]),
         derived=_ordered_union([e.mapped.derived for e in parsed.entries]),
         non_numeric=_ordered_union([e.mapped.skipped for e in parsed.entries]),
