@@ -19,7 +19,8 @@ from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX
 SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"})
 
 # Keys every HF Trainer log carries whatever it is about; they say nothing about training.
-_BOOKKEEPING = frozenset({"epoch", "step", "global_step", "training/global_step"})
+_BOOKKEEPING = frozenset({"epoch", "step", "global_step", "training/global_step", "train/global_step", "train/epoch",
+                          "wall_time", "_step", "update", "iteration"})
 
 # HF hub cache folders name the model: .../models--Qwen--Qwen2.5-7B-Instruct/snapshots/...
 _HF_CACHE_MODEL = re.compile(r"models--([A-Za-z0-9][\w.-]*)--([\w.-]+?)(?=/|\\|$|\s)")
@@ -111,7 +112,7 @@ def classify(metrics: Mapping[str, Any], parsed: Parsed) -> MappedMetrics | None
         parsed.skip("eval")
         return None
     mapped = map_metrics(metrics)
-    if not (mapped.fields or mapped.components or mapped.extra):
+    if not (set(mapped.fields) - _BOOKKEEPING or mapped.components or set(mapped.extra) - _BOOKKEEPING):
         parsed.skip("no numeric metrics")
         return None
     return mapped

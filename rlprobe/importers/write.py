@@ -95,6 +95,44 @@ class ImportReport:
         return "\n".join(line for line in lines if line)
 
 
+@dataclass
+class RootReport:
+    """What a root import (a tracker's folder of many runs) wrote: one report per run, and the failures."""
+
+    source: str
+    kind: str
+    run_dir: str
+    runs: list[ImportReport] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (run name, why)
+
+    @property
+    def steps(self) -> int:
+        """Steps imported over all runs."""
+        return sum(r.steps for r in self.runs)
+
+    @property
+    def step_rule(self) -> str:
+        """The step rules the runs used."""
+        return "; ".join(dict.fromkeys(r.step_rule for r in self.runs))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict."""
+        return {"source": self.source, "kind": self.kind, "run_dir": self.run_dir,
+                "runs": [r.to_dict() for r in self.runs], "failed": [{"run": n, "error": e} for n, e in self.failed]}
+
+    def summary(self) -> str:
+        """One line per run, then the runs that could not be imported."""
+        lines = [f"imported {len(self.runs)} {self.kind} runs from {self.source}", f"  -> {self.run_dir} (a runs root)"]
+        for r in self.runs:
+            name = os.path.relpath(r.run_dir, self.run_dir)
+            span = f"steps {r.first_step}..{r.last_step}" if r.steps else "no steps"
+            lines.append(f"  {name}: {r.steps} steps ({span}), {r.samples} samples, {len(r.fields)} fields mapped"
+                         + (f", {len(r.unmapped)} keys kept as extras" if r.unmapped else ""))
+        for name, why in self.failed:
+            lines.append(f"  not imported: {name}: {why}")
+        return "\n".join(lines)
+
+
 def _ordered_union(lists: list[list[str]]) -> list[str]:
     seen: dict[str, None] = {}
     for names in lists:
