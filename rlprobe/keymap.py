@@ -354,7 +354,79 @@ def _resolve_bare(key: str) -> tuple[str, str] | None:
 
 def map_metrics(metrics: Mapping[str, Any]) -> MappedMetrics:
     """Split a logged metrics dict (TRL, HF Trainer, verl, OpenRLHF names) into StepRecord parts."""
-    out = MappedMetrics()
+    keys = tuple(metrics)
+    plan = _PLANS.get(keys)
+    if plan is None:
+        plan = _plan(keys)
+    values = [to_float(metrics[k]) for k in keys]
+    if None in values or (plan.step_index is not None and not math.isfinite(values[plan.step_index])):
+        return _map_slowly(metrics)  # a non-number changes which key wins: decide key by key
+    out = MappedMetrics(
+        fields={target: (values[i] if transform is None else transform(values[i])) for i, target, transform in plan.fields},
+        components={name: values[i] for i, name in plan.components},
+        extra={keys[i]: values[i] for i in plan.extra},
+        unmapped=list(plan.unmapped),
+        shadowed=list(plan.shadowed),
+    )
+    if plan.step_index is not None:
+        out.step = int(values[plan.step_index])
+    if plan.pairs:
+        _derive_pairs(out, {keys[i]: values[i] for i in plan.pairs})
+    return out
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How a dict with these keys, in this order, all numbers, maps: decided once per key set."""
+
+    fields: tuple[tuple[int, str, Callable[[float], float] | None], ...]
+    components: tuple[tuple[int, str], ...]
+    extra: tuple[int, ...]
+    unmapped: tuple[str, ...]
+    shadowed: tuple[str, ...]
+    step_index: int | None
+    pairs: tuple[int, ...]
+
+
+# Trainers log the same keys every step: one plan per distinct key tuple (bounded like _RESOLVED).
+_PLANS: dict[tuple[str, ...], _Plan] = {}
+
+
+def _plan(keys: tuple[str, ...]) -> _Plan:
+    mapped = _map_slowly({k: 0.0 for k in keys}, indices=True)
+    index = {k: i for i, k in enumerate(keys)}
+    plan = _Plan(
+        fields=tuple((index[key], target, VALUE_TRANSFORMS.get(_bare(key))) for target, key in mapped.field_keys.items()),
+        components=tuple((index[key], name) for key, name in mapped.component_keys),
+        extra=tuple(index[k] for k in mapped.extra),
+        unmapped=tuple(mapped.unmapped),
+        shadowed=tuple(mapped.shadowed),
+        step_index=index[mapped.step_key] if mapped.step_key is not None else None,
+        pairs=tuple(index[k] for k in keys if k in _PAIR_INPUTS),
+    )
+    if len(_PLANS) >= _CACHE_SIZE:
+        _PLANS.clear()
+    _PLANS[keys] = plan
+    return plan
+
+
+def _bare(key: str) -> str:
+    meaning = resolve(key)
+    return meaning[1] if meaning is not None else key
+
+
+@dataclass
+class _Decided(MappedMetrics):
+    """map_metrics' result plus which key decided each part (what a plan records)."""
+
+    field_keys: dict[str, str] = field(default_factory=dict)
+    component_keys: list[tuple[str, str]] = field(default_factory=list)
+    step_key: str | None = None
+
+
+def _map_slowly(metrics: Mapping[str, Any], indices: bool = False) -> Any:
+    """map_metrics key by key: what a plan compiles, and the path for dicts with non-numbers."""
+    out = _Decided()
     holder: dict[str, tuple[int, str, float]] = {}  # field -> (rank, key, value as logged)
     step_rank = len(STEP_KEYS)
     pair_values: dict[str, float] = {}
@@ -374,10 +446,11 @@ def map_metrics(metrics: Mapping[str, Any]) -> MappedMetrics:
         if kind == "step":
             rank = _STEP_RANK[name]
             if math.isfinite(value) and rank < step_rank:
-                out.step, step_rank = int(value), rank
+                out.step, out.step_key, step_rank = int(value), key, rank
             continue
         if kind == "component":
             out.components[name] = value
+            out.component_keys.append((key, name))
             continue
         target, rank = FIELD_KEYS[name], _FIELD_RANK[name]
         held = holder.get(target)
@@ -390,10 +463,14 @@ def map_metrics(metrics: Mapping[str, Any]) -> MappedMetrics:
             out.shadowed.append(held[1])
         transform = VALUE_TRANSFORMS.get(name)
         out.fields[target] = transform(value) if transform is not None else value
+        out.field_keys[target] = key
         holder[target] = (rank, key, value)
+    if indices:
+        return out
     if pair_values:
         _derive_pairs(out, pair_values)
-    return out
+    return MappedMetrics(step=out.step, fields=out.fields, components=out.components, extra=out.extra,
+                         unmapped=out.unmapped, skipped=out.skipped, shadowed=out.shadowed, derived=out.derived)
 
 
 def _derive_pairs(out: MappedMetrics, values: Mapping[str, float]) -> None:

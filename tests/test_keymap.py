@@ -151,3 +151,18 @@ def test_algorithm_from_the_key_set() -> None:
     assert infer_algorithm(fields({"reward": 0.5, "frac_reward_zero_std": 0.2}))[0] == "grpo"
     assert infer_algorithm(fields({"train/frac_reward_zero_std": 0.2}))[0] == "grpo"
     assert infer_algorithm(fields({"reward": 0.5, "loss": 0.1})) == (None, "")
+
+
+@pytest.mark.parametrize("logged", [
+    {"reward": 0.5, "objective/entropy": 25.9, "policy/entropy_avg": 0.34, "step": 3, "my": 1.0},
+    {"policy/entropy_avg": 0.34, "objective/entropy": 25.9, "entropy_loss": -1.0, "truncated_count": 2, "rollout_count": 8},
+    {"step": math.nan, "global_step": 4, "reward": "0.25", "note": "text", "rewards/a/mean": 1.0, "rewards/a": 2.0},
+    {"train/reward": 1.0, "reward": 2.0, "train/global_step": 5, "iteration": 9},
+])
+def test_the_compiled_plan_maps_like_the_key_by_key_rules(logged: dict) -> None:
+    # map_metrics compiles one plan per key set; whatever the values, it must agree with the rules.
+    fast, slow = map_metrics(logged), keymap._map_slowly(logged)
+    for part in ("step", "fields", "components", "extra", "unmapped", "skipped", "shadowed", "derived"):
+        assert getattr(fast, part) == getattr(slow, part), part
+    again = map_metrics({k: (v + 1 if isinstance(v, float) and not math.isnan(v) else v) for k, v in logged.items()})
+    assert set(again.fields) == set(fast.fields)

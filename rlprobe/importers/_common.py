@@ -102,15 +102,40 @@ def own_names(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
     return out
 
 
+# What a dict is depends only on its keys, and a source repeats the same keys every step: decide
+# once per key tuple ("summary", "eval", "own" for rlprobe's flattened names, or "metrics").
+_KIND_OF_KEYS: dict[tuple[Any, ...], str] = {}
+
+
+def _kind_of(metrics: Mapping[str, Any]) -> str:
+    keys = tuple(metrics)
+    kind = _KIND_OF_KEYS.get(keys)
+    if kind is None:
+        if is_summary(metrics):
+            kind = "summary"
+        elif is_eval_only(metrics):
+            kind = "eval"
+        elif any(str(k).startswith((REWARD_COMPONENT_PREFIX, EXTRA_PREFIX)) for k in keys):
+            kind = "own"
+        else:
+            kind = "metrics"
+        if len(_KIND_OF_KEYS) >= 4096:
+            _KIND_OF_KEYS.clear()
+        _KIND_OF_KEYS[keys] = kind
+    return kind
+
+
 def classify(metrics: Mapping[str, Any], parsed: Parsed) -> MappedMetrics | None:
     """Map a training-log dict, or count why it is left out (summary, eval, no metrics) and return None."""
-    metrics = own_names(metrics)
-    if is_summary(metrics):
+    kind = _kind_of(metrics)
+    if kind == "summary":
         parsed.skip("summary")
         return None
-    if is_eval_only(metrics):
+    if kind == "eval":
         parsed.skip("eval")
         return None
+    if kind == "own":
+        metrics = own_names(metrics)
     mapped = map_metrics(metrics)
     if not (set(mapped.fields) - _BOOKKEEPING or mapped.components or set(mapped.extra) - _BOOKKEEPING):
         parsed.skip("no numeric metrics")
