@@ -177,7 +177,8 @@ def parse(run: Path, step_every: int | None = None, progress: Progress | None = 
     for step, wall, scalars, text in EventReader(run).read(progress):
         row = rows.setdefault(step, {})
         row.update(scalars)  # a later file (a resumed run) wins per step and tag
-        row["wall_time"] = wall
+        if wall > 0:  # 0 is an unset wall_time
+            row["wall_time"] = wall
         texts += [(step, tag, t) for tag, t in text.items()]
     if not rows and not texts:
         raise SourceUnreadable(f"{run}: no readable TensorBoard record (not an event file, or every record is torn)")
