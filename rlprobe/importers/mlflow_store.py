@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -37,13 +37,22 @@ class MlflowRun:
     name: str
 
 
-def is_sqlite(path: Path) -> bool:
-    """True for a sqlite database file."""
+def is_mlflow_db(path: Path) -> bool:
+    """True for a sqlite database holding MLflow's tables (experiments, runs, metrics)."""
     try:
         with open(path, "rb") as fh:
-            return fh.read(16) == _SQLITE_MAGIC
+            if fh.read(16) != _SQLITE_MAGIC:
+                return False
     except OSError:
         return False
+    import sqlite3
+
+    try:  # immutable: sqlite reads the file as it is and writes nothing, not even a lock or journal
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return False
+    return {"experiments", "runs", "metrics"} <= tables
 
 
 def is_file_store(folder: Path) -> bool:
@@ -59,7 +68,7 @@ def is_file_store(folder: Path) -> bool:
 def store_of(path: Path) -> tuple[Path, str | None] | None:
     """(store root, run id or None) for a store, an experiment folder or a run folder of a file store; a sqlite file."""
     if path.is_file():
-        return (path, None) if is_sqlite(path) else None
+        return (path, None) if is_mlflow_db(path) else None
     if is_file_store(path):
         return path, None
     if (path / "meta.yaml").is_file() and (path / "metrics").is_dir() and is_file_store(path.parent.parent):

@@ -43,7 +43,7 @@ def tracker_kind(path: Path) -> str | None:
             return "tensorboard"
         if wandb_run.is_run_file(path):
             return "wandb"
-        if mlflow_store.is_sqlite(path):
+        if mlflow_store.is_mlflow_db(path):
             return "mlflow"
         return None
     if not path.is_dir():
