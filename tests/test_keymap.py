@@ -166,3 +166,15 @@ def test_the_compiled_plan_maps_like_the_key_by_key_rules(logged: dict) -> None:
         assert getattr(fast, part) == getattr(slow, part), part
     again = map_metrics({k: (v + 1 if isinstance(v, float) and not math.isnan(v) else v) for k, v in logged.items()})
     assert set(again.fields) == set(fast.fields)
+
+
+def test_docs_import_md_lists_every_key_and_derivation() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "import.md").read_text()
+    missing = [k for k, f in keymap.FIELD_KEYS.items() if k != f and f"`{k}`" not in text]
+    missing += [k for k in (*keymap.STEP_KEYS, *keymap.COMPONENT_KEYS, *keymap.VALUE_TRANSFORMS) if f"`{k}`" not in text]
+    missing += [f"{d.numerator}/{d.denominator}" for d in keymap.PAIR_DERIVATIONS
+                if f"`{d.numerator} / {d.denominator}`" not in text]
+    missing += [d.source for d in keymap.RUN_DERIVATIONS if f"`{d.source}`" not in text or f"`{d.target}`" not in text]
+    assert missing == []
