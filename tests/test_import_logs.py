@@ -97,6 +97,31 @@ def test_an_xtuner_rollout_without_its_statistics_is_left_out(tmp_path: Path) ->
     assert report.steps == 1 and report.skipped == {"rollouts without their data statistics block": 1}
 
 
+# -- OpenRLHF -----------------------------------------------------------------------------------------
+
+def openrlhf_bar(done: int, status: str | None) -> str:
+    rate = "?it/s" if done == 0 else "16.66s/it"
+    return f"Episode [1/1]:  {done * 100 // 40:>2}%|#         | {done}/40 [00:{done:02d}<10:49, {rate}" + (f", {status}]" if status else "]")
+
+
+def test_openrlhf_console_log_reads_the_episode_bar_status(tmp_path: Path) -> None:
+    statuses = [f"policy_loss={0.01 * i:.3g}, actor_lr=5e-07, ppo_clip_ratio=0.02, ppo_kl=0.001, kl={0.001 * i:.3g}, "
+                f"reward={0.1 * i:.3g}, return=0.4, response_length={400 + i}, total_length=600, response_clip_ratio=0.1, "
+                f"critic_loss=0.3, values=0.2, critic_lr=9e-06" for i in range(1, 4)]
+    segments = [openrlhf_bar(0, None)]
+    for i, status in enumerate(statuses):
+        segments += [openrlhf_bar(i, status), openrlhf_bar(i + 1, status)]  # set_postfix redraws, then update() again
+        segments.append("Train epoch [1/1]: 100%|##########| 4/4 [00:03<00:00,  1.20it/s, act_loss=0.01, reward=0.4]")
+    (tmp_path / "openrlhf.log").write_text("\r".join(segments) + "\n")
+
+    report = import_source(tmp_path / "openrlhf.log", tmp_path / "run")
+    assert (report.steps, report.first_step, report.last_step, report.algorithm) == (3, 1, 3, "ppo")
+    assert "OpenRLHF's Episode progress bar" in report.step_rule
+    assert steps_of(tmp_path / "run", "step, reward_mean, kl_mean, loss, clip_fraction, max_len_hit_frac, value_loss")[2] == \
+        pytest.approx({"step": 3, "reward_mean": 0.3, "kl_mean": 0.003, "loss": 0.03, "clip_fraction": 0.02,
+                       "max_len_hit_frac": 0.1, "value_loss": 0.3})
+
+
 # -- HF console logs: logging_steps from what the log prints --------------------------------------
 
 def trainer_dict(i: int) -> str:

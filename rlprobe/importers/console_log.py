@@ -3,7 +3,9 @@
 The HF Trainer prints one Python dict per logging step (`{'loss': 0.01, 'reward': 0.9, ...}`,
 values sometimes strings), in between tqdm bars (carriage returns), warnings and the user's own
 logging. A dict can follow a prefix on its line. verl prints `step:N - key:value - ...` lines
-instead; both are read.
+instead; OpenRLHF sets its `Episode [e/E]` progress bar's postfix to each step's status
+(`policy_loss=..., reward=..., kl=...`). All three are read (the postfixes only when the log has
+neither dicts nor verl lines: OpenRLHF prints neither).
 
 Trainer dicts carry no step number: entry i (0-based) is step `logging_steps * (i + 1)`, which
 is when the Trainer logs. logging_steps is, in order:
@@ -49,6 +51,8 @@ _FINAL_GLOBAL_STEP = re.compile(r"(?:^|\n)wandb:\s+train/global_step\s+(\d+)\s*$
 # tqdm's bar: "  5%|▌         | 12/250 [00:31<10:04,  2.54s/it]"
 _TQDM = re.compile(r"\d{1,3}%\|[^|\r\n]{0,80}\|\s*(\d+)/(\d+)\s*\[")
 _VERL_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.+)$")
+# OpenRLHF: "Episode [1/1]:  12%|█▏        | 5/40 [01:23<09:43, 16.66s/it, policy_loss=0.0123, reward=0.5]"
+_EPISODE_BAR = re.compile(r"Episode \[\d+/\d+\]:\s*\d{1,3}%\|[^|]*\|\s*\d+/\d+\s*\[[^\],]*,[^\],]*,\s*([^\]]*=[^\]]*)\]")
 _NUMBER_WRAPPER = re.compile(r"^[\w.]+\((.*)\)$")  # np.float64(0.5) -> 0.5
 _METRIC_KEYS = frozenset(FIELD_KEYS) | {"epoch"}
 
@@ -74,6 +78,34 @@ def _verl_pairs(body: str) -> dict[str, Any]:
         wrapped = _NUMBER_WRAPPER.match(value)
         out[key.strip()] = wrapped.group(1) if wrapped else value
     return out
+
+
+def episode_postfixes(text: str, last: str | None = None) -> tuple[list[tuple[int, dict[str, Any]]], str | None]:
+    """OpenRLHF's per-step status: the postfix of its `Episode [e/E]` progress bar, once per change.
+
+    OpenRLHF's PPO trainer sets the bar's postfix to the step's status dict (policy_loss, reward,
+    kl, response_length, ...) after each update, and tqdm redraws it until the next update: each
+    distinct postfix is one global step. tqdm prints numbers to 3 significant digits. `last` is
+    the postfix seen last (to continue across reads of a growing log); returns (line, dict) pairs
+    and the last postfix.
+    """
+    out: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if "Episode [" not in line:
+            continue
+        for segment in line.split("\r"):
+            match = _EPISODE_BAR.search(segment)
+            if match is None or match.group(1) == last:
+                continue
+            last = match.group(1)
+            pairs = {}
+            for part in last.split(", "):
+                key, sep, value = part.partition("=")
+                if sep:
+                    pairs[key.strip()] = value.strip()
+            if pairs:
+                out.append((number, pairs))
+    return out, last
 
 
 def scan(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, int, dict[str, Any]]], list[int]]:
@@ -194,6 +226,15 @@ def parse(path: Path, step_every: int | None = None) -> Parsed:
         if has_known_metric(mapped):
             parsed.entries.append(Entry(step=step, mapped=mapped, line=number))
             parsed.step_rule = parsed.step_rule or "the step:N of each verl line"
+    if not parsed.entries:
+        postfixes, _ = episode_postfixes(text)
+        for k, (number, item) in enumerate(postfixes, start=1):
+            mapped = classify(item, parsed)
+            if mapped is not None and has_known_metric(mapped):
+                parsed.entries.append(Entry(step=k, mapped=mapped, line=number))
+        if parsed.entries:
+            parsed.step_rule = ("the k-th distinct postfix of OpenRLHF's Episode progress bar is global step k "
+                                "(tqdm prints 3 significant digits)")
     return parsed
 
 
@@ -202,5 +243,7 @@ def looks_like(text: str) -> bool:
     dicts, verl, _ = scan(text)
     if verl:
         return True
-    return any(has_known_metric(map_metrics(d)) for _, d in dicts)
+    if any(has_known_metric(map_metrics(d)) for _, d in dicts):
+        return True
+    return any(has_known_metric(map_metrics(d)) for _, d in episode_postfixes(text)[0])
 

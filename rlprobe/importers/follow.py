@@ -4,7 +4,7 @@ What `rlprobe watch train.log` needs: the trainer appends to a log, a JSONL file
 event file, or rewrites trainer_state.json at each checkpoint, and every poll turns what is
 new into entries, never an entry twice.
 
-- console logs and JSONL are read from the byte offset where the last poll stopped, whole lines
+- console logs (HF dicts, verl lines, OpenRLHF's Episode bar postfixes) and JSONL are read from the byte offset where the last poll stopped, whole lines
   only (a line still being written waits for its newline);
 - a TensorBoard run is read by tensorboard's record reader, which keeps its offset;
 - trainer_state.json is read whole when it changes (the Trainer rewrites it), entries past the
@@ -57,6 +57,8 @@ class SourceFollower:
         self._signature: tuple[int, int] | None = None
         self._reader: tensorboard.EventReader | None = None
         self._text_head = ""
+        self._last_postfix: str | None = None
+        self._postfixes = 0
         self._poll: Callable[[], list[Entry]] = {
             "console": self._poll_console, "jsonl": self._poll_jsonl, "trainer_state": self._poll_trainer_state,
             "tensorboard": self._poll_tensorboard, "xtuner": self._poll_xtuner,
@@ -156,6 +158,14 @@ class SourceFollower:
             if console_log.has_known_metric(mapped):
                 entries.append(Entry(step=step, mapped=mapped, line=first + number))
                 self.step_rule = self.step_rule or "the step:N of each verl line"
+        if not dicts and not verl:
+            postfixes, self._last_postfix = console_log.episode_postfixes(chunk, self._last_postfix)
+            for number, item in postfixes:
+                mapped = classify(item, self.parsed)
+                if mapped is not None and console_log.has_known_metric(mapped):
+                    self._postfixes += 1
+                    entries.append(Entry(step=self._postfixes, mapped=mapped, line=first + number))
+                    self.step_rule = "the k-th distinct postfix of OpenRLHF's Episode progress bar is global step k"
         return self._release(entries, hold_last=False)
 
     def _poll_jsonl(self) -> list[Entry]:
