@@ -55,6 +55,13 @@ def write_jsonl(path: Path, steps: int) -> Path:
     return path
 
 
+def cpu_timed(fn):  # type: ignore[no-untyped-def]
+    """(wall seconds, CPU seconds of this process, result): CPU time is what a loaded 2-core box inflates least."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    result = fn()
+    return time.perf_counter() - w0, time.process_time() - c0, result
+
+
 def read_only(run: Path) -> int:
     from rlprobe.importers.tensorboard import EventReader
 
@@ -74,9 +81,9 @@ def main() -> None:
         write_s, run = timed(lambda: write_tb(t / "tb" / "run", steps))
         write_jsonl(t / "m.jsonl", steps)
         size_mb = sum(f.stat().st_size for f in run.iterdir()) / 1e6
-        base_s, _ = timed(lambda: import_source(t / "m.jsonl", t / "from-jsonl"))
-        read_s, n = timed(lambda: read_only(run))
-        tb_s, report = timed(lambda: import_source(run, t / "from-tb"))
+        base_s, base_cpu, _ = cpu_timed(lambda: import_source(t / "m.jsonl", t / "from-jsonl"))
+        read_s, read_cpu, n = cpu_timed(lambda: read_only(run))
+        tb_s, tb_cpu, report = cpu_timed(lambda: import_source(run, t / "from-tb"))
         assert report.steps == steps and n == steps
 
         # Without google-crc32c: tensorboard's own pure-Python checksum, on a tenth of the run.
@@ -96,20 +103,24 @@ def main() -> None:
 
     load = os.getloadavg()[0]
     rows = [
-        ["JSONL import (baseline)", base_s, 1.0],
-        ["TensorBoard read (records -> rows)", read_s, read_s / base_s],
-        ["TensorBoard import", tb_s, tb_s / base_s],
-        [f"read, pure-Python CRC (x10 of {steps // 10} steps)", slow_small_s * 10, slow_small_s * 10 / base_s],
-        [f"read, google-crc32c (x10 of {steps // 10} steps)", fast_small_s * 10, fast_small_s * 10 / base_s],
+        ["JSONL import (baseline)", base_s, base_cpu, 1.0],
+        ["TensorBoard read (records -> rows)", read_s, read_cpu, read_s / base_s],
+        ["TensorBoard import", tb_s, tb_cpu, tb_s / base_s],
+        [f"read, pure-Python CRC (x10 of {steps // 10} steps)", slow_small_s * 10, None, slow_small_s * 10 / base_s],
+        [f"read, google-crc32c (x10 of {steps // 10} steps)", fast_small_s * 10, None, fast_small_s * 10 / base_s],
     ]
     print_table(f"import of {steps} steps x {len(TAGS)} tags ({size_mb:.1f} MB of events, written in {write_s:.1f} s); "
-                f"load average {load:.2f}", ["what", "seconds", "x baseline"], rows)
-    goal = target(tb_s, "<", 10.0, " s") if steps == 100_000 else None
+                f"load average {load:.2f}", ["what", "wall s", "CPU s", "wall x baseline"], rows)
+    loaded = load > (os.cpu_count() or 2)
+    goal = target(tb_s, "<", 10.0, " s", unresolved=f"load average {load:.1f} on {os.cpu_count()} cpus; the CPU time is "
+                  f"{tb_cpu:.1f} s" if loaded else None) if steps == 100_000 else None
     if goal:
-        print(f"\ntarget: TensorBoard import of 100k steps {goal['target']}: {'met' if goal['met'] else 'NOT met'} ({tb_s:.1f} s)")
+        print(f"\ntarget: TensorBoard import of 100k steps {goal['target']}: {'met' if goal['met'] else 'NOT met'} "
+              f"(wall {tb_s:.1f} s, CPU {tb_cpu:.1f} s)" + (f" (not resolved: {goal['unresolved']})" if loaded else ""))
     write_json("import_trackers", args.out, {
         "machine": info, "params": {"steps": steps, "tags": len(TAGS)}, "load_average": load, "event_mb": size_mb,
         "jsonl_import_s": base_s, "tb_read_s": read_s, "tb_import_s": tb_s,
+        "jsonl_import_cpu_s": base_cpu, "tb_read_cpu_s": read_cpu, "tb_import_cpu_s": tb_cpu,
         "read_pure_python_crc_s_scaled": slow_small_s * 10, "read_fast_crc_s_scaled": fast_small_s * 10,
         "target": goal, "recorded_at": time.time(),
     })

@@ -134,7 +134,7 @@ def _values(values: Iterable[Any]) -> tuple[dict[str, float], dict[str, str]]:
     for value in values:
         kind = value.WhichOneof("value")
         if kind == "simple_value":
-            scalars[value.tag] = float(value.simple_value)
+            scalars[value.tag] = value.simple_value  # a Python float already
             continue
         if kind != "tensor":
             continue  # images, histograms, audio: not step metrics

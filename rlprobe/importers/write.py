@@ -135,17 +135,30 @@ class RootReport:
 
 def _ordered_union(lists: list[list[str]]) -> list[str]:
     seen: dict[str, None] = {}
+    last: list[str] | None = None
     for names in lists:
-        seen.update(dict.fromkeys(names))
+        if names != last:  # a source repeats the same keys step after step
+            seen.update(dict.fromkeys(names))
+            last = names
     return list(seen)
 
 
 def _step_rows(parsed: Parsed) -> list[dict[str, Any]]:
+    component_col = {}
+    extra_col = {}
     rows = []
     for entry in parsed.entries:
         row: dict[str, Any] = {"step": entry.step, **entry.mapped.fields}
-        row.update({REWARD_COMPONENT_PREFIX + k: v for k, v in entry.mapped.components.items()})
-        row.update({EXTRA_PREFIX + k: v for k, v in entry.mapped.extra.items()})
+        for k, v in entry.mapped.components.items():
+            name = component_col.get(k)
+            if name is None:
+                name = component_col[k] = REWARD_COMPONENT_PREFIX + k
+            row[name] = v
+        for k, v in entry.mapped.extra.items():
+            name = extra_col.get(k)
+            if name is None:
+                name = extra_col[k] = EXTRA_PREFIX + k
+            row[name] = v
         rows.append(row)
     return rows
 
