@@ -242,3 +242,11 @@ def test_an_empty_tracker_folder_is_one_line_and_exit_2(tmp_path: Path) -> None:
     result = invoke("import", tmp_path / "mlruns", tmp_path / "root")
     assert result.exit_code == 2 and "no run in it" in result.stderr and result.stderr.strip().count("\n") == 0
     assert not (tmp_path / "root").exists()
+
+
+def test_a_runs_root_is_read_as_is_not_imported(tmp_path: Path) -> None:
+    write_tb_run(tmp_path / "logs" / "a", range(1, 4))
+    import_source(tmp_path / "logs", tmp_path / "root")
+    assert not is_importable(tmp_path / "root") and not is_importable(tmp_path / "root" / "a")
+    with as_recording(tmp_path / "root") as rec:
+        assert rec.report is None and rec.path == tmp_path / "root"

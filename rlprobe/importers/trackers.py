@@ -36,6 +36,20 @@ def _has_event_files(folder: Path, depth: int = _TB_MAX_DEPTH) -> bool:
     return False
 
 
+def _holds_recordings(folder: Path, look: int = 64) -> bool:
+    """True when one of the first subfolders is an rlprobe recording (it has a manifest.json)."""
+    try:
+        with os.scandir(folder) as entries:
+            for i, entry in enumerate(entries):
+                if i >= look:
+                    break
+                if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "manifest.json")):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
 def tracker_kind(path: Path) -> str | None:
     """'tensorboard', 'wandb' or 'mlflow' when path is (or holds) that tracker's runs, else None."""
     if path.is_file():
@@ -47,6 +61,8 @@ def tracker_kind(path: Path) -> str | None:
             return "mlflow"
         return None
     if not path.is_dir():
+        return None
+    if _holds_recordings(path):  # an rlprobe runs root: answer before walking its runs
         return None
     if wandb_run.find_runs(path):
         return "wandb"
