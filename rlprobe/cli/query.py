@@ -43,10 +43,20 @@ def ls_command(root: str, fmt: str, out: str | None) -> None:
     \b
         rlprobe ls runs/
     """
+    from rlprobe.importers import as_recording
     from rlprobe.store import open_store
+    from rlprobe.store.engine import is_url
 
-    store = open_store(root)
-    for warning in store.warnings:
+    if is_url(root):  # object storage holds recordings only: nothing there to import
+        _ls(open_store(root), fmt, out)
+        return
+    # A source rlprobe did not record (a tracker's folder, a log) is listed as it imports.
+    with as_recording(root) as rec:
+        _ls(open_store(str(rec.path)), fmt, out)
+
+
+def _ls(store: object, fmt: str, out: str | None) -> None:
+    for warning in store.warnings:  # type: ignore[attr-defined]
         click.echo(f"rlprobe: warning: {warning}", err=True)
     sql = (
         "SELECT run_id, status, steps_recorded AS steps, last_step, algorithm, model_name, "
@@ -55,9 +65,9 @@ def ls_command(root: str, fmt: str, out: str | None) -> None:
     if out:
         _write_parquet(store, sql, out)
         return
-    columns, types, rows = store.rows(sql)
+    columns, types, rows = store.rows(sql)  # type: ignore[attr-defined]
     if fmt == "table":
-        base = str(store.target.path)
+        base = str(store.target.path)  # type: ignore[attr-defined]
         rows = [row[:-1] + (os.path.relpath(row[-1], base) if row[-1] != base else ".",) for row in rows]
         columns = columns[:-1] + ["path"]
     emit_rows(columns, types, rows, fmt)
