@@ -433,7 +433,13 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
     trend = mann_kendall(logs[lo : episode.end + 1])
     if trend.p_increasing > 1e-3:
         return None
-    episode = back_to_departure(episode, ratio >= p["growth_departure_ratio"], baseline_end(n))
+    # the onset: the first logged point of the unbroken run of raw values already departed
+    # (growth_departure_ratio x the early level) that leads into the episode
+    raw = np.nan_to_num(np.asarray(feat.value, dtype=float) / feat.b_median, nan=0.0)
+    onset = episode.start
+    while onset > baseline_end(n) and raw[onset - 1] >= p["growth_departure_ratio"]:
+        onset -= 1
+    episode = Episode(episode.start, episode.end, episode.severity, onset)
     # the condition holds until the grad norm last sat above half the warn level
     elevated = np.flatnonzero(ratio >= p["growth_ratio_warn"] / 2)
     end = int(max(episode.end, elevated[-1]))
