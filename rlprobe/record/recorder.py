@@ -14,6 +14,7 @@ import random
 import threading
 import time
 import traceback
+import weakref
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -31,8 +32,26 @@ _CLOSE_TIMEOUT_S = 30.0
 _BAD_REPORTS_PER_FIELD = 3  # then repeats of the same bad field are only counted
 
 
+# Every active recorder of this process, so a forked child can disarm them all (_after_fork).
+_LIVE: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for recorder in list(_LIVE):
+        recorder._disarm_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Recorder:
-    """Record one training run into ``run_dir`` (see docs/api.md for every argument)."""
+    """Record one training run into ``run_dir`` (see docs/api.md for every argument).
+
+    A recorder belongs to the process that made it. In a forked child (a multiprocessing pool
+    worker, say) it is inert: the writer thread did not survive the fork, and the exit hooks and
+    files are the parent's. A child that must record makes a Recorder of its own.
+    """
 
     def __init__(
         self,
@@ -53,6 +72,7 @@ class Recorder:
     ) -> None:
         self.rank = rank
         self.active = rank == 0 or record_all_ranks
+        self._pid = os.getpid()
         self._dropped = 0
         self._closed = not self.active
         self.write_failures = 0
@@ -98,8 +118,14 @@ class Recorder:
             opened.update(requested_run_id=run_id, algorithm=algorithm, model_name=model_name)
         self.log_event("recorder_open", message="resumed" if self._writer.resumed else "", **opened)
         self._thread = threading.Thread(target=self._run, name=f"rlprobe-writer-{self.run_id}", daemon=True)
-        self._thread.start()
         self._handlers = handlers.install(self) if install_handlers else None
+        _LIVE.add(self)
+        self._thread.start()
+
+    def _disarm_after_fork(self) -> None:
+        """In a forked child: record nothing and close nothing (the exit hooks disarm themselves)."""
+        self._closed = True
+        self._queue = collections.deque()  # the parent's pending records are the parent's to write
 
     # -- the training loop's API ----------------------------------------------------------
     def log_step(self, step: int, **metrics: Any) -> None:
@@ -148,8 +174,8 @@ class Recorder:
 
     def close(self) -> None:
         """Drain, flush and compact part files into steps.parquet. Idempotent."""
-        if not self.active:
-            return
+        if not self.active or os.getpid() != self._pid:
+            return  # inert, or a forked child: the parent closes its own recording
         with self._close_lock:
             if self._closed:
                 return
@@ -174,6 +200,7 @@ class Recorder:
                 })
             if self._handlers is not None:
                 self._handlers.uninstall()
+            _LIVE.discard(self)
 
     @property
     def dropped(self) -> int:
