@@ -63,3 +63,7 @@ class SelectionExhausted(RlprobeError):
 
 class RemoteStorageError(RlprobeError):
     """Object storage (s3://, ...) refused or could not serve a request: credentials, endpoint, a missing client library."""
+
+
+class RecordingInUse(RlprobeError):
+    """Another Recorder (in this process or another) is writing the same recording directory."""

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping
 from rlprobe.record import handlers
 from rlprobe.record.coerce import sample_row, step_row
 from rlprobe.record.environment import capture_env as _capture_env
+from rlprobe.record.lock import WriterLock
 from rlprobe.record.sampling import SamplingConfig, select
 from rlprobe.jsonsafe import json_safe
 from rlprobe.record.writer import PartialWrite, RunWriter, prewarm_parquet
@@ -95,7 +96,12 @@ class Recorder:
         }
         if run_id is not None:
             manifest_kwargs["run_id"] = run_id
-        self._writer = RunWriter(self.run_dir, RunManifest(**manifest_kwargs), rank=rank)
+        self._writer_lock = WriterLock(self.run_dir)  # before anything is read or written (RecordingInUse)
+        try:
+            self._writer = RunWriter(self.run_dir, RunManifest(**manifest_kwargs), rank=rank)
+        except BaseException:
+            self._writer_lock.release()
+            raise
         self.run_id = self._writer.manifest.run_id
         self._rng = random.Random(self.sampling.seed)
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
@@ -126,6 +132,7 @@ class Recorder:
         """In a forked child: record nothing and close nothing (the exit hooks disarm themselves)."""
         self._closed = True
         self._queue = collections.deque()  # the parent's pending records are the parent's to write
+        self._writer_lock.forget()
 
     # -- the training loop's API ----------------------------------------------------------
     def log_step(self, step: int, **metrics: Any) -> None:
@@ -201,6 +208,8 @@ class Recorder:
             if self._handlers is not None:
                 self._handlers.uninstall()
             _LIVE.discard(self)
+            if not self._thread.is_alive():  # a writer still running keeps the folder until the process ends
+                self._writer_lock.release()
 
     @property
     def dropped(self) -> int:
