@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from rlprobe.record import handlers
-from rlprobe.record.coerce import sample_row, step_row
+from rlprobe.record.coerce import sample_row, step_row, to_int
 from rlprobe.record.environment import capture_env as _capture_env
 from rlprobe.record.lock import WriterLock
 from rlprobe.record.sampling import SamplingConfig, select
-from rlprobe.jsonsafe import json_safe
+from rlprobe.jsonsafe import json_safe, safe_str
 from rlprobe.record.writer import PartialWrite, RunWriter, prewarm_parquet
 from rlprobe.schemas import Event, RunManifest
 
 _STEP, _SAMPLES, _FLUSH, _STOP = range(4)
+_MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>"})()  # an argument not given
 _POLL_S = 0.2  # how often the writer thread drains the queue when nobody wakes it (each wake costs the training thread GIL time)
 _CLOSE_TIMEOUT_S = 30.0
 _BAD_REPORTS_PER_FIELD = 3  # then repeats of the same bad field are only counted
@@ -135,7 +136,10 @@ class Recorder:
         self._writer_lock.forget()
 
     # -- the training loop's API ----------------------------------------------------------
-    def log_step(self, step: int, **metrics: Any) -> None:
+    # step, samples and kind are positional-only, so a metric or data key of the same name
+    # (log_step(1, **{"step": 2}), log_event("x", kind="y")) is a bad value the writer thread
+    # reports, never a TypeError in the training loop.
+    def log_step(self, step: Any = _MISSING, /, **metrics: Any) -> None:
         """Record per-step scalars. Never blocks and never raises on bad values."""
         if self._closed:
             return
@@ -144,31 +148,42 @@ class Recorder:
         else:
             self._dropped += 1
 
-    def log_samples(self, step: int, samples: Iterable[Any], select: bool = True) -> None:
+    def log_samples(self, step: Any = _MISSING, samples: Any = _MISSING, /, select: Any = True, **misplaced: Any) -> None:
         """Record per-sample forensics; the recorder takes ownership of the dicts."""
         if self._closed:
             return
         if len(self._queue) < self._queue_size:
-            self._queue.append((_SAMPLES, step, samples, select))
+            self._queue.append((_SAMPLES, step, samples, select, misplaced))
         else:
             self._dropped += 1
 
-    def log_event(self, kind: str, step: int | None = None, message: str = "", **data: Any) -> None:
+    def log_event(self, kind: Any = _MISSING, /, step: Any = None, message: Any = "", **data: Any) -> None:
         """Record a sparse event, written to disk immediately; never raises."""
         if self._closed:
             return
+        if kind is _MISSING:
+            kind = data.pop("kind", "event")
         self._write_event(kind, step, message, data)
 
-    def _write_event(self, kind: str, step: int | None, message: str, data: dict[str, Any]) -> None:
+    def _write_event(self, kind: Any, step: Any, message: Any, data: dict[str, Any]) -> None:
+        """Write one event line. Whatever kind, message and data hold (lone surrogates, objects
+        whose str() raises, a dict that contains itself), the event is written as valid JSON."""
         try:
-            event = Event(kind=str(kind), step=step, rank=self.rank, message=str(message), data=data)
-        except Exception:  # e.g. a step that is not an int: keep the event, say what was wrong
-            event = Event(kind=str(kind), rank=self.rank, message=str(message), data={**json_safe(data), "bad_step": repr(step)[:80]})
-        try:
+            fields = json_safe(data)
+            if step is not None:
+                try:
+                    step = to_int(step)
+                except Exception:  # keep the event, say what was wrong with its step
+                    fields["bad_step"] = safe_str(step)[:80]
+                    step = None
+            event = Event.model_construct(
+                timestamp=time.time(), kind=safe_str(kind), step=step, rank=self.rank,
+                message=safe_str(message), data=fields,
+            )
             self._writer.append_event(event)
-        except OSError as exc:
+        except Exception as exc:  # a full disk (OSError) or anything else: counted, never raised
             self.write_failures += 1
-            self.last_write_error = f"events.jsonl: {exc}"
+            self.last_write_error = f"events.jsonl: {type(exc).__name__}: {exc}"
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Persist everything logged so far; True when it is on disk within timeout."""
@@ -251,7 +266,7 @@ class Recorder:
                     try:
                         (self._accept_step if kind == _STEP else self._accept_samples)(*item[1:])
                     except Exception as exc:  # the writer thread must outlive any record
-                        self._bad_record("step" if kind == _STEP else "samples", item[1], [f"{type(exc).__name__}: {exc}"])
+                        self._bad_record("step" if kind == _STEP else "samples", item[1], [f"{type(exc).__name__}: {safe_str(exc)}"])
                 if len(self._pending_steps) >= self._steps_per_flush:
                     self._persist()
             due = time.monotonic() - self._last_flush >= self._flush_interval_s
@@ -260,7 +275,12 @@ class Recorder:
             for done in waiters:
                 done.set()
 
-    def _accept_step(self, step: Any, metrics: Mapping[str, Any], wall_time: float) -> None:
+    def _accept_step(self, step: Any, metrics: dict[str, Any], wall_time: float) -> None:
+        if step is _MISSING:
+            if "step" not in metrics:
+                self._bad_record("step", None, ["step: missing (log_step(step, **metrics))"])
+                return
+            step = metrics.pop("step")  # log_step(step=5, ...): the step given by name
         try:
             row, problems = step_row(step, metrics, wall_time)
         except Exception as exc:  # a metrics object so odd that even inspecting it fails
@@ -270,13 +290,18 @@ class Recorder:
         if row is not None:
             self._pending_steps.append(row)
 
-    def _accept_samples(self, step: Any, samples: Iterable[Any], do_select: bool) -> None:
+    def _accept_samples(self, step: Any, samples: Any, do_select: Any, misplaced: dict[str, Any]) -> None:
+        # log_samples(step=5, samples=[...]): the arguments given by name
+        step = misplaced.pop("step", None) if step is _MISSING else step
+        samples = misplaced.pop("samples", None) if samples is _MISSING else samples
         try:
+            if misplaced:
+                self._bad_record("samples", step, [f"{safe_str(k)[:60]}: not an argument of log_samples" for k in misplaced])
+            step = to_int(step)
             samples = list(samples)
-            picks = select(samples, self.sampling, self._rng) if do_select else [(i, "all") for i in range(len(samples))]
-            step = int(step)
+            picks = select(samples, self.sampling, self._rng) if bool(do_select) else [(i, "all") for i in range(len(samples))]
         except Exception as exc:
-            self._bad_record("samples", step, [f"{type(exc).__name__}: {exc}"])
+            self._bad_record("samples", step, [f"{type(exc).__name__}: {safe_str(exc)}"])
             return
         problems: list[str] = []
         for index, reason in picks:
@@ -324,6 +349,8 @@ class Recorder:
             ok &= self._try_write(self._writer.write_steps, "_pending_steps")
         if self._pending_samples:
             ok &= self._try_write(self._writer.write_samples, "_pending_samples")
+        for what, step, reason in self._writer.take_rejected():
+            self._bad_record(what, step, [f"row left out: {reason}"])
         if ok:
             self.last_write_error = None
 

@@ -44,8 +44,35 @@ class PartialWrite(OSError):
 _PART_RE = re.compile(r"^part-(\d+)\.parquet$")
 
 
-def _table(rows: list[dict[str, Any]], fixed_types: dict[str, str]) -> pa.Table:
-    """Arrow table of the columns present in rows; known columns get their contract type."""
+# What building a table from rows raises for a value Arrow cannot hold (an int past int64, text
+# with a lone surrogate, ...). Never an OSError: those are the disk's, and are retried.
+_DATA_ERRORS = (pa.ArrowException, OverflowError, UnicodeError, TypeError, ValueError)
+
+
+def _table(rows: list[dict[str, Any]], fixed_types: dict[str, str], rejected: list[tuple[Any, str]] | None = None) -> pa.Table:
+    """Arrow table of the columns present in rows; known columns get their contract type.
+
+    With rejected, a row Arrow cannot hold is left out and appended there as (row's step,
+    reason) instead of failing the whole table: one bad row costs that row, never its batch.
+    The recorder coerces every value first, so this is the last line, not the usual path.
+    """
+    try:
+        return _build_table(rows, fixed_types)
+    except _DATA_ERRORS:
+        if rejected is None:
+            raise
+    good = []
+    for row in rows:
+        try:
+            _build_table([row], fixed_types)
+        except _DATA_ERRORS as exc:
+            rejected.append((row.get("step"), f"{type(exc).__name__}: {str(exc)[:200]}"))
+            continue
+        good.append(row)
+    return _build_table(good, fixed_types)
+
+
+def _build_table(rows: list[dict[str, Any]], fixed_types: dict[str, str]) -> pa.Table:
     names: dict[str, None] = {}
     for row in rows:
         names.update(dict.fromkeys(row))
@@ -124,6 +151,7 @@ class RunWriter:
         self.steps_dir = self.run_dir / "steps"
         self.samples_dir = self.run_dir / "samples"
         self.events_path = self.run_dir / "events.jsonl"
+        self.rejected: list[tuple[str, Any, str]] = []
         self._events_lock = threading.Lock()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.resumed = (self.run_dir / "manifest.json").exists()
@@ -209,11 +237,25 @@ class RunWriter:
         return max(found, default=-1) + 1
 
     # -- writing ------------------------------------------------------------------------
-    def write_steps(self, rows: list[dict[str, Any]]) -> Path:
-        """Write rows as the next immutable part file."""
+    def take_rejected(self) -> list[tuple[str, Any, str]]:
+        """Rows the last writes left out because Arrow cannot hold them: (what, step, reason)."""
+        out, self.rejected = self.rejected, []
+        return out
+
+    def _rows_table(self, rows: list[dict[str, Any]], what: str, types: dict[str, str]) -> pa.Table:
+        rejected: list[tuple[Any, str]] = []
+        table = _table(rows, types, rejected)
+        self.rejected += [(what, step, reason) for step, reason in rejected]
+        return table
+
+    def write_steps(self, rows: list[dict[str, Any]]) -> Path | None:
+        """Write rows as the next immutable part file (None when no row could be encoded)."""
+        table = self._rows_table(rows, "step", STEP_COLUMN_TYPES)
+        if table.num_rows == 0:
+            return None
         self.steps_dir.mkdir(exist_ok=True)
         path = self.steps_dir / f"part-{self._next_part:06d}.parquet"
-        atomic_write_table(path, _table(rows, STEP_COLUMN_TYPES))
+        atomic_write_table(path, table)
         self._next_part += 1
         return path
 
@@ -230,7 +272,10 @@ class RunWriter:
             while written < len(rows):
                 held = self._shard.num_rows if self._shard is not None else 0
                 chunk = rows[written : written + SAMPLES_PER_SHARD - held]
-                new = _table(chunk, SAMPLE_COLUMN_TYPES)
+                new = self._rows_table(chunk, "samples", SAMPLE_COLUMN_TYPES)
+                if new.num_rows == 0:
+                    written += len(chunk)
+                    continue
                 shard = new if self._shard is None else pa.concat_tables([self._shard, new], promote_options="permissive")
                 full = shard.num_rows >= SAMPLES_PER_SHARD
                 version = None if full else self._shard_version + 1
