@@ -31,6 +31,7 @@ _STEP, _SAMPLES, _FLUSH, _STOP = range(4)
 _MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>"})()  # an argument not given
 _POLL_S = 0.2  # how often the writer thread drains the queue when nobody wakes it (each wake costs the training thread GIL time)
 _CLOSE_TIMEOUT_S = 30.0
+_CLOSE_RETRIES, _CLOSE_RETRY_S = 3, 0.1  # a close after failed writes tries again this often
 _BAD_REPORTS_PER_FIELD = 3  # then repeats of the same bad field are only counted
 
 
@@ -272,8 +273,30 @@ class Recorder:
             due = time.monotonic() - self._last_flush >= self._flush_interval_s
             if waiters or stopping or due:
                 self._persist()
+            if stopping:
+                self._last_tries()
             for done in waiters:
                 done.set()
+
+    def _last_tries(self) -> None:
+        """At close: retry a failed write a few times, then count what is still pending as dropped.
+
+        Nothing may disappear without entering `dropped` and an event: rows still pending when
+        close gives up are counted here, before the recorder_close event reports the total.
+        """
+        for _ in range(_CLOSE_RETRIES):
+            if not (self._pending_steps or self._pending_samples):
+                return
+            time.sleep(_CLOSE_RETRY_S)
+            self._persist()
+        lost = len(self._pending_steps) + len(self._pending_samples)
+        if lost:
+            self._pending_steps, self._pending_samples = [], []
+            self._dropped += lost
+            self._reported_drops = self._dropped
+            self._write_event("recorder_drops", None, f"{lost} records dropped: writes still failing at close", {
+                "total": self._dropped, "cause": "close", "last_write_error": self.last_write_error,
+            })
 
     def _accept_step(self, step: Any, metrics: dict[str, Any], wall_time: float) -> None:
         if step is _MISSING:
