@@ -212,10 +212,10 @@ class Recorder:
             else:
                 try:
                     self._writer.compact()
-                except OSError as exc:
+                except Exception as exc:  # close() never raises
                     # Parts stay readable; a later close() or resume compacts them.
                     self.write_failures += 1
-                    self.last_write_error = f"compaction: {exc}"
+                    self.last_write_error = f"compaction: {type(exc).__name__}: {safe_str(exc)}"
                 self._write_event("recorder_close", None, "", {
                     "dropped": self._dropped,
                     "write_failures": self.write_failures,

@@ -42,6 +42,7 @@ class PartialWrite(OSError):
 
 
 _PART_RE = re.compile(r"^part-(\d+)\.parquet$")
+_TEMP_RE = re.compile(r"^\..+\.[0-9a-f]{8}\.tmp$")  # atomic_write_*'s hidden temp names
 
 
 # What building a table from rows raises for a value Arrow cannot hold (an int past int64, text
@@ -157,6 +158,7 @@ class RunWriter:
         self.resumed = (self.run_dir / "manifest.json").exists()
         if self.resumed:
             self.manifest = self._load_own_manifest(manifest)
+            self._remove_orphan_temp_files()
             self._reopen_compacted()
             self._end_torn_event_line()
         else:
@@ -179,14 +181,33 @@ class RunWriter:
             # Keep the unreadable original untouched; record under the new manifest's identity.
             return fallback
 
+    def _remove_orphan_temp_files(self) -> None:
+        """Delete the hidden temp files a killed writer left (readers never match them).
+
+        Only a resuming writer does this, and only this writer can be at work in the folder
+        (the Recorder holds its lock), so no temp file here belongs to a write in progress.
+        """
+        for folder in (self.run_dir, self.steps_dir, self.samples_dir):
+            try:
+                names = [p for p in folder.iterdir() if _TEMP_RE.match(p.name)]
+            except OSError:
+                continue
+            for path in names:
+                path.unlink(missing_ok=True)
+
     def _reopen_compacted(self) -> None:
         """Resuming a closed recording: its steps.parquet becomes the first part again.
 
         The compacted file would otherwise hide every new part from readers. A rename keeps
-        the bytes as they are; close() compacts everything once more.
+        the bytes as they are; close() compacts everything once more. Parts found beside
+        steps.parquet are what a compaction killed between its rename and its deletions left:
+        each is already in steps.parquet (readers ignore them for that reason), so they are
+        deleted first; renamed after them, the compacted copy would count every step twice.
         """
         compacted = self.run_dir / "steps.parquet"
         if compacted.exists():
+            for part in self._parts():
+                part.unlink(missing_ok=True)
             self.steps_dir.mkdir(exist_ok=True)
             index = self._next_index(self.steps_dir, _PART_RE)
             os.replace(compacted, self.steps_dir / f"part-{index:06d}.parquet")
@@ -334,18 +355,48 @@ class RunWriter:
         compacted = self.run_dir / "steps.parquet"
         if not parts:
             return compacted if compacted.exists() else None
-        tables = [pq.read_table(p) for p in parts]
-        table = pa.concat_tables(tables, promote_options="permissive")
+        table: pa.Table | None = None
+        kept = []
+        for part in parts:
+            try:
+                part_table = pq.read_table(part)
+                if not pa.types.is_integer(part_table.schema.field("step").type):
+                    raise ValueError(f"its step column is {part_table.schema.field('step').type}, not an integer")
+                table = part_table if table is None else pa.concat_tables([table, part_table], promote_options="permissive")
+            except Exception as exc:
+                if isinstance(exc, OSError) and exc.errno is not None:
+                    raise  # the disk's failure (EIO, ...), not the file's: retried by a later close
+                self.quarantine(part, exc)
+                continue
+            kept.append(part)
+        if table is None:
+            return compacted if compacted.exists() else None
         table = self._last_write_wins(table)
         atomic_write_table(compacted, table)
         _fsync_dir(self.run_dir)
-        for part in parts:
+        for part in kept:
             part.unlink(missing_ok=True)
         try:
             self.steps_dir.rmdir()
         except OSError:
             pass
         return compacted
+
+    def quarantine(self, path: Path, reason: BaseException | str) -> Path:
+        """Rename a file that cannot be read out of the readers' way, keep it, and say so.
+
+        The new name (<name>.quarantined-<8 hex>) matches no reader's pattern, so the rest of
+        the recording reads and compacts; the bytes stay for whoever wants to look at them.
+        """
+        target = path.with_name(f"{path.name}.quarantined-{uuid.uuid4().hex[:8]}")
+        os.replace(path, target)
+        why = reason if isinstance(reason, str) else f"{type(reason).__name__}: {reason}"
+        self.append_event(Event(
+            kind="quarantined", rank=self.rank,
+            message=f"{path.relative_to(self.run_dir)} cannot be read and was set aside as {target.name}: {why}"[:500],
+            data={"file": str(path.relative_to(self.run_dir)), "quarantined_as": target.name, "reason": why[:500]},
+        ))
+        return target
 
     def _parts(self) -> list[Path]:
         if not self.steps_dir.is_dir():
