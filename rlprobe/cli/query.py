@@ -29,6 +29,16 @@ def _write_parquet(store: object, sql: str, out: str) -> None:
     click.echo(f"wrote {table.num_rows} rows to {out}", err=True)
 
 
+def _relative(path: str | None, base: str) -> str:
+    """path below base for the table; as it is when it is not below base (or not a path)."""
+    if not path or path == base:
+        return "." if path == base else str(path)
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:
+        return path
+
+
 @cli.command("ls")
 @run_argument("root")
 @output_options
@@ -58,7 +68,7 @@ def ls_command(root: str, fmt: str, out: str | None) -> None:
     columns, types, rows = store.rows(sql)
     if fmt == "table":
         base = str(store.target.path)
-        rows = [row[:-1] + (os.path.relpath(row[-1], base) if row[-1] != base else ".",) for row in rows]
+        rows = [row[:-1] + (_relative(row[-1], base),) for row in rows]
         columns = columns[:-1] + ["path"]
     emit_rows(columns, types, rows, fmt)
 

@@ -98,6 +98,11 @@ def resolve(path: str | os.PathLike[str]) -> Target:
     if not p.exists():
         raise RecordingNotFound(f"{path}: no such file or directory")
     p = p.resolve()
+    if os.sep == "/" and "\\" in str(p):
+        # DuckDB's file listing does not list a name with a backslash on POSIX: every file below
+        # would be silently missing, so refuse rather than answer with nothing
+        raise NotARecording(f"{path}: rlprobe cannot read a path with a backslash in it (DuckDB does not list such "
+                            "files); rename the folder")
     if p.is_file():
         if p.name in ("manifest.json", "steps.parquet", "events.jsonl"):
             return Target(p.parent, "run")
@@ -114,8 +119,26 @@ def is_url(path: object) -> bool:
     return isinstance(path, str) and _URL.match(path) is not None and not path.startswith("file://")
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def sql_literal(text: str) -> str:
+    """text as a DuckDB string literal, whatever it holds (quotes, newlines, control characters).
+
+    Control characters are spelled chr(N) outside the quotes, so the script stays one clean
+    line per statement for any tool that reads it line by line (the duckdb CLI's .read).
+    Paths reach SQL only this way or as bound parameters; never inside a comment.
+    """
+    parts: list[str] = []
+    literal: list[str] = []
+    for ch in text:
+        if ch == "'":
+            literal.append("''")
+        elif ord(ch) < 32 or ord(ch) == 127:
+            parts.append("'" + "".join(literal) + "'")
+            parts.append(f"chr({ord(ch)})")
+            literal = []
+        else:
+            literal.append(ch)
+    parts.append("'" + "".join(literal) + "'")
+    return " || ".join(p for p in parts if p != "''") or "''"
 
 
 def init_script(target: Target, version: int | None = None, features: bool = True, bind_root: str | None = None) -> str:
@@ -128,10 +151,11 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
     """
     version = version or max(sqlfiles.versions())
     lines = [
-        f"-- rlprobe {__version__}: views over {target.path} (recording format v{SCHEMA_VERSION})",
+        # the path is never written into a comment: a newline in a folder name would end it
+        f"-- rlprobe {__version__}: views over the folder set in rlprobe_root (recording format v{SCHEMA_VERSION})",
         "-- Run in any DuckDB session (.read this file in the duckdb CLI); query steps, samples,",
         "-- events, runs, manifest. Regenerate with: rlprobe sql PATH",
-        f"SET VARIABLE rlprobe_root = {_quote(bind_root or str(target.path))};",
+        f"SET VARIABLE rlprobe_root = {sql_literal(bind_root or str(target.path))};",
     ]
     for v in sqlfiles.versions():
         if v > version:
@@ -146,7 +170,7 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
     for f in sqlfiles.public_views(version):
         lines.append(f"CREATE OR REPLACE VIEW main.{f.name} AS SELECT * FROM v{version}.{f.name};")
     if bind_root:
-        lines.append(f"SET VARIABLE rlprobe_root = {_quote(str(target.path))};")
+        lines.append(f"SET VARIABLE rlprobe_root = {sql_literal(str(target.path))};")
     return "\n".join(lines) + "\n"
 
 
