@@ -67,3 +67,7 @@ class RemoteStorageError(RlprobeError):
 
 class RecordingInUse(RlprobeError):
     """Another Recorder (in this process or another) is writing the same recording directory."""
+
+
+class OutputRefused(RlprobeError):
+    """An output path (--out) would write into a recording, or be read as part of one; nothing was written."""

@@ -81,3 +81,37 @@ def test_a_path_with_a_backslash_is_refused_in_one_line_not_read_as_empty(in_tmp
     result = CliRunner().invoke(cli, ["query", str(in_tmp / "back\\slash"), "SELECT count(*) FROM steps"])
     assert result.exit_code == 2
     assert "backslash" in result.output and result.output.count("\n") == 1
+
+
+# -- --out never writes into a recording ---------------------------------------------------------
+
+@pytest.mark.parametrize("command, target, out", [
+    ("query", "run", "run/steps.parquet"),
+    ("query", "run", "run/steps/part-000000.parquet"),
+    ("query", "run", "run/notes.parquet"),
+    ("query", "root", "root/run/samples/x.parquet"),
+    ("query", "root", "root/run/rank-001/x.parquet"),
+    ("query", "root", "root/new/steps.parquet"),
+    ("ls", "root", "root/run/runs.parquet"),
+    ("ls", "run", "run/ls.parquet"),
+])
+def test_out_inside_a_recording_is_refused_and_nothing_is_written(in_tmp, command, target, out):
+    run = in_tmp / "run" if target == "run" else in_tmp / "root" / "run"
+    make_run(run, 5, state="closed")
+    make_run(in_tmp / "root" / "other", 2, state="closed") if target == "root" else None
+    before = {p: p.stat().st_mtime_ns for p in run.rglob("*")}
+    args = ["query", str(in_tmp / target), "SELECT 1 AS x"] if command == "query" else ["ls", str(in_tmp / target)]
+    result = CliRunner().invoke(cli, [*args, "--out", str(in_tmp / out)])
+    assert result.exit_code == 2, result.output
+    assert "--out" in result.output and result.output.count("\n") == 1
+    assert {p: p.stat().st_mtime_ns for p in run.rglob("*")} == before
+    assert not (in_tmp / out).exists() or (in_tmp / out) in before
+    assert open_store(run).rows("SELECT count(*) FROM steps")[2] == [(5,)]
+
+
+def test_out_beside_a_root_or_in_it_under_another_name_is_written(in_tmp):
+    make_run(in_tmp / "root" / "run", 5, state="closed")
+    for out in (in_tmp / "rows.parquet", in_tmp / "root" / "summary.parquet"):
+        result = CliRunner().invoke(cli, ["query", str(in_tmp / "root"), "SELECT step FROM steps", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        assert out.exists()

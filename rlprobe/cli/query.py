@@ -21,6 +21,7 @@ _MIN_DUCKDB_CLI = (2, 0)
 def _write_parquet(store: object, sql: str, out: str) -> None:
     import pyarrow.parquet as pq
 
+    store.refuse_output_inside(out)  # type: ignore[attr-defined]  # before the query: nothing written
     table = store.table(sql)  # type: ignore[attr-defined]
     try:
         pq.write_table(table, out)
@@ -46,7 +47,8 @@ def ls_command(root: str, fmt: str, out: str | None) -> None:
     """List the runs below ROOT (any depth) with their status and progress.
 
     status is live (still recording, or killed without a trace), closed or crashed.
-    Reads manifests and events; step counts come from the step files.
+    Reads manifests and events; step counts come from the step files. --out is refused
+    inside any recording below ROOT.
 
     Example:
 
@@ -83,6 +85,7 @@ def query_command(run: str, sql: str, fmt: str, out: str | None) -> None:
     Views: steps, samples, events, runs, manifest (also as v1.steps, ...). Every view has a
     run_id column, so one query serves a run and a whole root. Reward components and extra
     metrics are columns named "reward_component.<name>" and "extra.<name>" (quote them).
+    --out is refused inside any recording below RUN_OR_ROOT: nothing is written there.
 
     Example:
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import duckdb
 
 from rlprobe import __version__
-from rlprobe.errors import CorruptRecording, NotARecording, QueryError, RecordingNotFound, SchemaTooNew
+from rlprobe.errors import CorruptRecording, NotARecording, OutputRefused, QueryError, RecordingNotFound, SchemaTooNew
 from rlprobe.schemas import SCHEMA_VERSION
 from rlprobe.store import scope, sqlfiles, versions
 
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from rlprobe.store.remote import RemotePath
 
 _RECORDING_FILES = ("manifest.json", "steps.parquet", "steps", "events.jsonl", "samples")
+# file names the views read (sql/v1/sources): an output so named below a root would join the data
+_READ_AS_RECORDING = re.compile(r"^(manifest\.json|steps\.parquet|events\.jsonl|rollout_trace\.jsonl|part-.*\.parquet|shard-.*\.parquet)$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")  # a scheme: object storage through fsspec
 _TRANSIENT_RETRIES = 5  # a compaction may delete a part, a flush replace a shard, between DuckDB's glob and its read
 
@@ -74,6 +76,26 @@ class Store:
         for run_dir, run_id in found:
             dirs.setdefault(run_id, []).append(run_dir)
         return scope.scope_dirs(dirs, run_ids)
+
+    def refuse_output_inside(self, out: str | os.PathLike[str]) -> None:
+        """Raise OutputRefused when out lies inside a recording of the target, or would be read
+        as a file of one (a steps.parquet anywhere below a root would be a new run)."""
+        if self.target.remote:
+            return  # outputs are local files; a bucket's recordings are not on this disk
+        path = Path(out).expanduser()
+        path = path.resolve() if path.exists() else path.parent.resolve() / path.name
+        root = Path(str(self.target.path))
+        if self.target.kind == "run":
+            recordings = [root]
+        else:
+            recordings = [Path(d) for (d,) in run(self.con, "SELECT DISTINCT run_dir FROM v1.runs", fetch="rows")[2] if d]
+        for recording in recordings:
+            if path == recording or recording in path.parents:
+                raise OutputRefused(f"{out} is inside the recording {recording}: nothing is ever written into a "
+                                    "recording; give an --out path outside it")
+        if root in path.parents and _READ_AS_RECORDING.match(path.name):
+            raise OutputRefused(f"{out} is below {root} and named like a recording file, so readers would take it "
+                                "for (part of) a run; give another --out name, or a path outside the root")
 
     def _scoped(self, sql: str, params: Sequence[Any] | None, fetch: str) -> Any:
         """run(), with the views narrowed to the runs sql provably reads (rlprobe.store.scope)."""
