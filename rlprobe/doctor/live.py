@@ -301,8 +301,20 @@ class _LiveTables:
 
     # -- views ----------------------------------------------------------------------------
     def _steps_view(self, where: str = "") -> None:
-        _engine()[0].point(self.con, "steps", f"SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, "
-                                              f"* EXCLUDE (filename) FROM live_steps {where}")
+        # One row per step, as the recording's steps view has it (sql/v1/sources/30_src_steps.sql):
+        # a step written twice is merged, each column keeping its last non-NULL value in write
+        # order (part index, then row; rowid follows a file's row order).
+        order = "coalesce(TRY_CAST(regexp_extract(filename, '/part-([0-9]+)\\.parquet$', 1) AS BIGINT), 0) * 4294967296 + rowid"
+        run_id = f"CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id"
+        _engine()[0].point(
+            self.con, "steps",
+            f"WITH s AS (SELECT * EXCLUDE (filename), {order} AS write_order FROM live_steps {where}), "
+            f"repeated AS (SELECT step FROM s GROUP BY step HAVING count(*) > 1) "
+            f"SELECT {run_id}, * EXCLUDE (write_order) FROM s ANTI JOIN repeated USING (step) "
+            f"UNION ALL BY NAME "
+            f"SELECT {run_id}, step, arg_max(COLUMNS(* EXCLUDE (step, write_order)), write_order) "
+            f"FROM s SEMI JOIN repeated USING (step) GROUP BY step"
+        )
 
     def _samples_view(self, where: str = "") -> None:
         _engine()[0].point(self.con, "samples", f"SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, rank, "
@@ -420,7 +432,7 @@ class _LiveTables:
 
     def step_stats(self) -> tuple[int, Optional[int]]:
         """Step rows held and the largest step (the runs view's steps_recorded and last_step)."""
-        ((n, last),) = self.con.execute("SELECT count(*), max(step) FROM live_steps").fetchall()
+        ((n, last),) = self.con.execute("SELECT count(DISTINCT step), max(step) FROM live_steps").fetchall()  # a step written twice is one step
         return int(n), (int(last) if last is not None else None)
 
 
