@@ -33,9 +33,10 @@ def _write_parquet(store: object, sql: str, out: str) -> None:
 @run_argument("root")
 @output_options
 def ls_command(root: str, fmt: str, out: str | None) -> None:
-    """List the runs below ROOT (any depth) with their status and progress.
+    """List the runs below ROOT (any depth) with their name, tags, status and progress.
 
-    status is live (still recording, or killed without a trace), closed or crashed.
+    status is live (still recording, or killed without a trace), closed or crashed. name is
+    the one given to the Recorder (or rlprobe import --name), else the run_id.
     Reads manifests and events; step counts come from the step files.
 
     Example:
@@ -49,8 +50,8 @@ def ls_command(root: str, fmt: str, out: str | None) -> None:
     for warning in store.warnings:
         click.echo(f"rlprobe: warning: {warning}", err=True)
     sql = (
-        "SELECT run_id, status, steps_recorded AS steps, last_step, algorithm, model_name, "
-        "created_at, run_dir FROM runs ORDER BY created_at NULLS LAST, run_dir"
+        "SELECT run_id, name, status, steps_recorded AS steps, last_step, algorithm, model_name, "
+        "tags, created_at, run_dir FROM runs ORDER BY created_at NULLS LAST, run_dir"
     )
     if out:
         _write_parquet(store, sql, out)
@@ -58,7 +59,9 @@ def ls_command(root: str, fmt: str, out: str | None) -> None:
     columns, types, rows = store.rows(sql)
     if fmt == "table":
         base = str(store.target.path)
-        rows = [row[:-1] + (os.path.relpath(row[-1], base) if row[-1] != base else ".",) for row in rows]
+        tags = columns.index("tags")  # one cell: tag1,tag2 (a table has no lists)
+        rows = [row[:tags] + (",".join(row[tags] or []),) + row[tags + 1:-1]
+                + (os.path.relpath(row[-1], base) if row[-1] != base else ".",) for row in rows]
         columns = columns[:-1] + ["path"]
     emit_rows(columns, types, rows, fmt)
 
