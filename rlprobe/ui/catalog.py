@@ -94,7 +94,7 @@ def _first_line(exc: BaseException) -> str:
 class Catalog:
     """A run or a runs root opened for the dashboard (see the module docstring)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], runs_max_age_s: float = RUNS_MAX_AGE_S) -> None:
         from rlprobe.store.engine import is_url
 
         if is_url(path):
@@ -109,6 +109,7 @@ class Catalog:
         con.execute("SET allowed_directories = ?", [[str(self.root) + os.sep]])
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
+        self.runs_max_age_s = runs_max_age_s
         self._lock = threading.Lock()
         self._listing: RunsListing | None = None
         self._broken: dict[str, str] = {}
@@ -133,10 +134,12 @@ class Catalog:
             return run(cur, sqlfiles.query(name), params or None, "arrow").to_pylist()
 
     # -- runs ---------------------------------------------------------------------------------
-    def runs(self, max_age_s: float = RUNS_MAX_AGE_S) -> RunsListing:
-        """Every run below the root; a run whose files cannot be read is listed as broken."""
+    def runs(self, max_age_s: float | None = None) -> RunsListing:
+        """Every run below the root (a listing at most max_age_s old, default runs_max_age_s); a run
+        whose files cannot be read is listed as broken, with the reason."""
+        age = self.runs_max_age_s if max_age_s is None else max_age_s
         with self._lock:
-            if self._listing is not None and time.monotonic() - self._listing.at < max_age_s:
+            if self._listing is not None and time.monotonic() - self._listing.at < age:
                 return self._listing
             rows = self._list_runs()
             self._listing = RunsListing(rows, time.monotonic(), dict(self._broken))
