@@ -140,6 +140,14 @@ def test_a_one_step_spike_survives_downsampling_at_any_length(tmp_path: Path) ->
     assert (min(reward["v_min"]), max(reward["v_max"])) == (0.0, 99_999.0)  # both ends of the run are drawn
 
 
+def test_nan_and_inf_are_counted_where_they_are_never_drawn_as_numbers(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path / "runs" / "nan", RunManifest(run_id="nan"))
+    writer.write_steps([{"step": s, "wall_time": T0 + s, "loss": {5: float("nan"), 7: float("inf")}.get(s, 1.0 * s)} for s in range(10)])
+    cols = client(tmp_path / "runs").get("/api/series", params={"run": "nan", "metric": "loss", "bins": 100}).json()["series"]["nan"]["loss"]
+    assert cols["nonfinite"] == [{"step": 5, "n": 1}, {"step": 7, "n": 1}]
+    assert max(v for v in cols["v_max"] if v is not None) == 9.0 and 5 not in cols["step_max"]
+
+
 def test_a_zoomed_chart_is_read_again_at_full_detail_in_that_range(tmp_path: Path) -> None:
     spiky_run(tmp_path / "runs" / "long", 100_000, spike_at=61_234, run_id="long")
     got = client(tmp_path / "runs").get("/api/series", params={"run": "long", "metric": "reward_mean", "bins": 400,

@@ -30,7 +30,7 @@ from starlette.routing import Route
 from rlprobe import __version__
 from rlprobe.errors import RlprobeError
 from rlprobe.jsonsafe import json_safe
-from rlprobe.ui.catalog import BadRequest, Catalog, NotFound, fingerprint
+from rlprobe.ui.catalog import BadRequest, Catalog, NotFound, dumps, fingerprint
 from rlprobe.ui.findings import Doctor
 
 _HERE = Path(__file__).resolve().parent
@@ -189,7 +189,7 @@ def api(handler: Callable[[Request], Any]) -> Callable[[Request], Response]:
             return JSONResponse({"error": str(exc)}, status_code=400)
         except RlprobeError as exc:  # a run that cannot be read: say so, keep serving the others
             return JSONResponse({"error": str(exc)}, status_code=503)
-        return JSONResponse(json_safe(body), headers={"cache-control": "no-store"})
+        return Response(dumps(body), media_type="application/json", headers={"cache-control": "no-store"})
 
     endpoint.__name__ = handler.__name__
     endpoint.__doc__ = handler.__doc__

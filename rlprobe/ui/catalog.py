@@ -130,8 +130,12 @@ class Catalog:
 
     def query(self, name: str, params: dict[str, Any] | None, dirs: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Rows of the query file `name` (as dicts), over dirs (None: the whole root)."""
+        return self.table(name, params, dirs).to_pylist()
+
+    def table(self, name: str, params: dict[str, Any] | None, dirs: Sequence[str] | None = None) -> Any:
+        """The query file `name`'s result as a pyarrow Table, over dirs (None: the whole root)."""
         with self.session(dirs) as cur:
-            return run(cur, sqlfiles.query(name), params or None, "arrow").to_pylist()
+            return run(cur, sqlfiles.query(name), params or None, "arrow")
 
     # -- runs ---------------------------------------------------------------------------------
     def runs(self, max_age_s: float | None = None) -> RunsListing:
@@ -222,8 +226,7 @@ class Catalog:
     # -- charts -------------------------------------------------------------------------------
     def metrics(self, run_ids: Sequence[str]) -> list[dict[str, Any]]:
         """The numeric metrics the runs logged, with the runs that logged each."""
-        run_ids = self._check_runs(run_ids)
-        dirs = self.dirs_of(run_ids)
+        run_ids, dirs = self._resolve(run_ids)
         try:
             return self.query("ui_metrics", {"run_ids": run_ids}, dirs)
         except QueryError:
@@ -243,43 +246,59 @@ class Catalog:
                lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
         """The metrics of the runs cut into bins on the x axis, min/max per bin (sql/v1/ui/queries/ui_series.sql).
 
-        Returns {"series": {run_id: {metric: columns}}, "errors": {run_id: line}, "sql": the query as
-        text}. A run that cannot be read is reported in errors; the others are drawn.
+        Returns {"series": {run_id: {metric: columns as RawJSON}}, "errors": {run_id: line}, "sql":
+        the query as text, "sql_by_metric": each metric's query}; rlprobe.ui.catalog.dumps writes it. A run that cannot be read is reported in
+        errors; the others are drawn. Metric names are checked against the steps view's numeric
+        columns first: a name no run has draws nothing and never reaches the SQL.
         """
-        run_ids = self._check_runs(run_ids)
+        run_ids, dirs = self._resolve(run_ids)
         if x not in X_AXES:
             raise BadRequest(f"x must be one of {', '.join(X_AXES)}, not {x!r}")
         if not metrics or len(metrics) > MAX_METRICS:
             raise BadRequest(f"give between 1 and {MAX_METRICS} metrics")
         bins = max(1, min(int(bins), MAX_BINS))
-        known = {m["metric"] for m in self.metrics(run_ids)}
-        wanted = [m for m in dict.fromkeys(metrics) if m in known]  # a metric no run logged draws nothing
+        out: dict[str, Any] = {"series": {}, "errors": {}, "bins": bins, "x": x, "lo": lo, "hi": hi}
+        try:
+            known = {r["metric"] for r in self.query("ui_columns", None, dirs)}
+        except QueryError:
+            known = set()
+            for run_id in run_ids:
+                try:
+                    known |= {r["metric"] for r in self.query("ui_columns", None, self.dirs_of([run_id]))}
+                except QueryError as exc:
+                    out["errors"][run_id] = str(exc)
+        wanted = [m for m in dict.fromkeys(metrics) if m in known]
         params = {"run_ids": list(run_ids), "metrics": wanted, "x": x, "bins": bins, "lo": lo, "hi": hi}
         template = sqlfiles.query("ui_series")
-        out: dict[str, Any] = {"series": {}, "errors": {}, "sql": inline_params(template, params), "bins": bins, "x": x,
-                               "lo": lo, "hi": hi,
-                               "sql_by_metric": {m: inline_params(template, {**params, "metrics": [m]}) for m in wanted}}
+        out["sql"] = inline_params(template, params)
+        out["sql_by_metric"] = {m: inline_params(template, {**params, "metrics": [m]}) for m in wanted}
         if not wanted:
             return out
         try:
-            rows = self.query("ui_series", params, self.dirs_of(run_ids))
+            tables = [self.table("ui_series", params, dirs)]
         except QueryError:
-            rows = []
+            tables = []
             for run_id in run_ids:
+                if run_id in out["errors"]:
+                    continue
                 try:
-                    rows += self.query("ui_series", {**params, "run_ids": [run_id]}, self.dirs_of([run_id]))
+                    tables.append(self.table("ui_series", {**params, "run_ids": [run_id]}, self.dirs_of([run_id])))
                 except QueryError as exc:
                     out["errors"][run_id] = str(exc)
-        out["series"] = _columns_by_run_and_metric(rows)
+        for table in tables:
+            with self.session() as cur:
+                cur.register("series", table)
+                for run_id, metric, text in run(cur, sqlfiles.query("ui_series_json"), None, "rows")[2]:
+                    out["series"].setdefault(run_id, {})[metric] = RawJSON(text)
         return out
 
     def events(self, run_ids: Sequence[str], *, quiet: bool = False, per_kind: int = 2000, max_chars: int = 300) -> list[dict[str, Any]]:
         """The runs' events in time order; quiet=True keeps the lifecycle bookkeeping too."""
-        run_ids = self._check_runs(run_ids)
+        run_ids, dirs = self._resolve(run_ids)
         params = {"run_ids": list(run_ids), "skip_kinds": [] if quiet else list(QUIET_EVENTS), "per_kind": per_kind,
                   "max_chars": max_chars}
         try:
-            return json_safe(self.query("ui_events", params, self.dirs_of(run_ids)))
+            return json_safe(self.query("ui_events", params, dirs))
         except QueryError:
             rows: list[dict[str, Any]] = []
             for run_id in run_ids:
@@ -289,14 +308,14 @@ class Catalog:
                     continue
             return json_safe(rows)
 
-    def _check_runs(self, run_ids: Sequence[str]) -> list[str]:
+    def _resolve(self, run_ids: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The distinct run ids asked for and their directories (NotFound, BadRequest)."""
         run_ids = list(dict.fromkeys(run_ids))
         if not run_ids:
             raise BadRequest("give at least one run")
         if len(run_ids) > MAX_SERIES_RUNS:
             raise BadRequest(f"at most {MAX_SERIES_RUNS} runs at once")
-        self.dirs_of(run_ids)  # NotFound for an unknown id
-        return run_ids
+        return run_ids, self.dirs_of(run_ids)
 
     # -- the SQL console ----------------------------------------------------------------------
     def console(self, sql: str, limit: int = CONSOLE_ROWS, timeout_s: float = CONSOLE_TIMEOUT_S) -> dict[str, Any]:
@@ -351,12 +370,21 @@ class Catalog:
                 "limit": limit, "cells_cut": cut, "elapsed_s": round(elapsed, 4)}
 
 
-def _columns_by_run_and_metric(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, list[Any]]]]:
-    """The series rows (ordered by run, metric, bin) as columns per run and metric."""
-    keys = ("bin", "n", "x_min", "step_min", "v_min", "x_max", "step_max", "v_max", "x_mean", "v_mean", "n_nonfinite", "nonfinite_step")
-    out: dict[str, dict[str, dict[str, list[Any]]]] = {}
-    for r in rows:
-        cols = out.setdefault(r["run_id"], {}).setdefault(r["metric"], {k: [] for k in keys})
-        for k in keys:
-            cols[k].append(json_safe(r[k]))
-    return out
+class RawJSON(str):
+    """Text that is already JSON (written by DuckDB): sent as it is, never encoded again."""
+
+
+def dumps(value: Any) -> str:
+    """Strict JSON of value, with RawJSON parts put in as they are (see rlprobe.ui.app)."""
+    import json
+
+    if isinstance(value, RawJSON):
+        return str(value)
+    if isinstance(value, dict) and _holds_raw(value):
+        return "{" + ",".join(json.dumps(str(k), ensure_ascii=False) + ":" + dumps(v) for k, v in value.items()) + "}"
+    return json.dumps(json_safe(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _holds_raw(value: dict[Any, Any]) -> bool:
+    """True when a RawJSON is among the dict's values, at any depth of dicts (where series put them)."""
+    return any(isinstance(v, RawJSON) or (isinstance(v, dict) and _holds_raw(v)) for v in value.values())

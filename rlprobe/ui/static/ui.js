@@ -182,8 +182,8 @@
         else pts.push([b, cols.v_max[i], cols.step_max[i]], [a, cols.v_min[i], cols.step_min[i]]);
         mean.push([cols.x_mean[i], cols.v_mean[i]]);
       }
-      if (cols.n_nonfinite[i] > 0) nonfinite.push({ step: cols.nonfinite_step[i], n: cols.n_nonfinite[i] });
     }
+    for (const nf of cols.nonfinite || []) nonfinite.push(nf);
     const out = [];
     for (const p of pts) if (!out.length || p[0] > out[out.length - 1][0]) out.push(p);
     return { pts: out, mean: mean, nonfinite: nonfinite };

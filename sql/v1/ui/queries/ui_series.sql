@@ -27,15 +27,22 @@ superseded AS (
     GROUP BY run_id, step
     HAVING count(*) > 1
 ),
+started AS (
+    -- each run's first wall_time, for the 'relative' axis (a join, not a window: no sort)
+    SELECT run_id, min(wall_time) AS t0
+    FROM picked
+    GROUP BY run_id
+),
 placed AS (
     SELECT
         p.*,
         CASE $x
             WHEN 'wall_time' THEN p.wall_time
-            WHEN 'relative' THEN p.wall_time - min(p.wall_time) OVER (PARTITION BY p.run_id)
+            WHEN 'relative' THEN p.wall_time - s.t0
             ELSE p.step::DOUBLE
         END AS x
     FROM picked AS p
+    JOIN started AS s ON s.run_id = p.run_id
     ANTI JOIN superseded AS d ON d.run_id = p.run_id AND d.step = p.step AND p.wall_time IS DISTINCT FROM d.latest
 ),
 long AS (
