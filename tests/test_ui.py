@@ -148,6 +148,17 @@ def test_nan_and_inf_are_counted_where_they_are_never_drawn_as_numbers(tmp_path:
     assert max(v for v in cols["v_max"] if v is not None) == 9.0 and 5 not in cols["step_max"]
 
 
+def test_a_step_a_live_run_logged_twice_is_drawn_once_with_its_latest_value(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path / "runs" / "resumed", RunManifest(run_id="resumed"))  # parts only: live
+    writer.write_steps([{"step": s, "wall_time": T0 + s, "loss": 1.0} for s in range(5)])
+    writer.write_steps([{"step": 3, "wall_time": T0 + 100, "loss": 50.0}])  # step 3 again, after a resume
+    ui = client(tmp_path / "runs")
+    assert ui.get("/api/runs").json()["runs"][0]["status"] == "live"
+    cols = ui.get("/api/series", params={"run": "resumed", "metric": "loss", "bins": 100}).json()["series"]["resumed"]["loss"]
+    at3 = cols["step_max"].index(3)
+    assert (cols["v_min"][at3], cols["v_max"][at3], cols["n"][at3], sum(cols["n"])) == (50.0, 50.0, 1, 5)
+
+
 def test_a_zoomed_chart_is_read_again_at_full_detail_in_that_range(tmp_path: Path) -> None:
     spiky_run(tmp_path / "runs" / "long", 100_000, spike_at=61_234, run_id="long")
     got = client(tmp_path / "runs").get("/api/series", params={"run": "long", "metric": "reward_mean", "bins": 400,

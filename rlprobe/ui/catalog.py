@@ -268,7 +268,9 @@ class Catalog:
                 except QueryError as exc:
                     out["errors"][run_id] = str(exc)
         wanted = [m for m in dict.fromkeys(metrics) if m in known]
-        params = {"run_ids": list(run_ids), "metrics": wanted, "x": x, "bins": bins, "lo": lo, "hi": hi}
+        listing = self.runs()
+        live = [r for r in run_ids if (listing.by_id(r) or {}).get("status") != "closed"]
+        params = {"run_ids": list(run_ids), "metrics": wanted, "live_run_ids": live, "x": x, "bins": bins, "lo": lo, "hi": hi}
         template = sqlfiles.query("ui_series")
         out["sql"] = inline_params(template, params)
         out["sql_by_metric"] = {m: inline_params(template, {**params, "metrics": [m]}) for m in wanted}
@@ -282,7 +284,8 @@ class Catalog:
                 if run_id in out["errors"]:
                     continue
                 try:
-                    tables.append(self.table("ui_series", {**params, "run_ids": [run_id]}, self.dirs_of([run_id])))
+                    one = {**params, "run_ids": [run_id], "live_run_ids": [r for r in live if r == run_id]}
+                    tables.append(self.table("ui_series", one, self.dirs_of([run_id])))
                 except QueryError as exc:
                     out["errors"][run_id] = str(exc)
         for table in tables:

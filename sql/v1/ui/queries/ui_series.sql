@@ -3,27 +3,31 @@
 -- depends: steps
 -- doc: The dashboard's overlay charts: the metrics $metrics of the runs $run_ids on an x axis
 -- doc: ($x: 'step', 'wall_time' in Unix seconds, or 'relative': seconds since the run's first
--- doc: step), cut into $bins bins of equal x width over [$lo, $hi] (NULL: each metric's whole
--- doc: extent over those runs). Per run, metric and bin: the smallest and the largest finite value
--- doc: with the x and step where each occurs, so a one-step spike survives any zoom level, the
--- doc: mean of the finite values at the mean x of the bin (what smoothing starts from), and the
--- doc: count of non-finite values (NaN/inf, never drawn as numbers) with the first step holding one.
--- doc: A live run's step logged twice counts once (the latest), as in the report.
--- doc: Parameters: $run_ids VARCHAR[], $metrics VARCHAR[] (columns of the steps view), $x VARCHAR,
--- doc: $bins BIGINT, $lo DOUBLE, $hi DOUBLE.
+-- doc: step), cut into $bins bins of equal x width over [$lo, $hi] (NULL: the whole extent of
+-- doc: those runs; every metric shares the bins, as the charts share their x range). Per run,
+-- doc: metric and bin: the smallest and the largest finite value with the x and step where each
+-- doc: occurs, so a one-step spike survives any zoom level; the mean of the finite values at their
+-- doc: mean x (what smoothing starts from); and the count of non-finite values (NaN/inf, never
+-- doc: drawn as numbers) with the first step holding one. The metrics are aggregated side by side
+-- doc: (one struct per metric) and unpivoted only then, so a bin costs one pass whatever the
+-- doc: number of metrics. A step logged twice (a resumed run, before compaction merges it) counts
+-- doc: once, the latest; only the runs in $live_run_ids (those not closed) are looked at for that.
+-- doc: Parameters: $run_ids VARCHAR[], $metrics VARCHAR[] (numeric columns of the steps view),
+-- doc: $live_run_ids VARCHAR[], $x VARCHAR, $bins BIGINT, $lo DOUBLE, $hi DOUBLE.
 -- columns: run_id VARCHAR, metric VARCHAR, bin BIGINT, n BIGINT, x_min DOUBLE, step_min BIGINT,
 -- columns: v_min DOUBLE, x_max DOUBLE, step_max BIGINT, v_max DOUBLE, x_mean DOUBLE,
 -- columns: v_mean DOUBLE, n_nonfinite BIGINT, nonfinite_step BIGINT
 
 WITH picked AS (
-    SELECT run_id, step, wall_time, COLUMNS($metrics)
+    SELECT run_id, step, wall_time, CAST(COLUMNS($metrics) AS DOUBLE)
     FROM v1.steps
     WHERE list_contains($run_ids, run_id)
 ),
 superseded AS (
-    -- steps logged more than once (live runs only): all rows but the latest are dropped
+    -- steps logged more than once: all rows but the latest are dropped (closed runs are merged)
     SELECT run_id, step, max(wall_time) AS latest
     FROM picked
+    WHERE list_contains($live_run_ids, run_id)
     GROUP BY run_id, step
     HAVING count(*) > 1
 ),
@@ -35,7 +39,7 @@ started AS (
 ),
 placed AS (
     SELECT
-        p.*,
+        p.* EXCLUDE (wall_time),
         CASE $x
             WHEN 'wall_time' THEN p.wall_time
             WHEN 'relative' THEN p.wall_time - s.t0
@@ -45,45 +49,38 @@ placed AS (
     JOIN started AS s ON s.run_id = p.run_id
     ANTI JOIN superseded AS d ON d.run_id = p.run_id AND d.step = p.step AND p.wall_time IS DISTINCT FROM d.latest
 ),
-long AS (
-    SELECT *
-    FROM (
-        UNPIVOT (
-            SELECT * EXCLUDE (wall_time)
-            FROM placed
-            WHERE x IS NOT NULL AND ($lo::DOUBLE IS NULL OR x >= $lo::DOUBLE) AND ($hi::DOUBLE IS NULL OR x <= $hi::DOUBLE)
-        )
-        ON COLUMNS(* EXCLUDE (run_id, step, x))
-        INTO NAME metric VALUE value
-    )
+in_range AS (
+    SELECT * FROM placed
+    WHERE x IS NOT NULL AND ($lo::DOUBLE IS NULL OR x >= $lo::DOUBLE) AND ($hi::DOUBLE IS NULL OR x <= $hi::DOUBLE)
 ),
 extent AS (
-    SELECT metric, coalesce($lo::DOUBLE, min(x)) AS lo, coalesce($hi::DOUBLE, max(x)) AS hi
-    FROM long
-    GROUP BY metric
+    SELECT coalesce($lo::DOUBLE, min(x)) AS lo, coalesce($hi::DOUBLE, max(x)) AS hi FROM in_range
 ),
-binned AS (
+per_bin AS (
+    -- one struct of figures per metric column, named after it
     SELECT
-        l.run_id, l.metric, l.step, l.x, l.value, isfinite(l.value) AS finite,
-        CASE WHEN e.hi > e.lo THEN least(floor((l.x - e.lo) * $bins / (e.hi - e.lo)), $bins - 1) ELSE 0 END::BIGINT AS bin
-    FROM long AS l
-    JOIN extent AS e ON e.metric = l.metric
+        r.run_id,
+        CASE WHEN e.hi > e.lo THEN least(floor((r.x - e.lo) * $bins / (e.hi - e.lo)), $bins - 1) ELSE 0 END::BIGINT AS bin,
+        {
+            'n': count(COLUMNS($metrics)),
+            'x_min': arg_min(r.x, CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
+            'step_min': arg_min(r.step, CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
+            'v_min': min(CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
+            'x_max': arg_max(r.x, CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
+            'step_max': arg_max(r.step, CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
+            'v_max': max(CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
+            'x_mean': avg(CASE WHEN isfinite(COLUMNS($metrics)) THEN r.x END),
+            'v_mean': avg(CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
+            'n_nonfinite': count(CASE WHEN NOT isfinite(COLUMNS($metrics)) THEN 1 END),
+            'nonfinite_step': min(CASE WHEN NOT isfinite(COLUMNS($metrics)) THEN r.step END)
+        }
+    FROM in_range AS r, extent AS e
+    GROUP BY ALL
+),
+long AS (
+    SELECT * FROM (UNPIVOT per_bin ON COLUMNS(* EXCLUDE (run_id, bin)) INTO NAME metric VALUE s)
 )
-SELECT
-    run_id,
-    metric,
-    bin,
-    count(*) AS n,
-    arg_min(x, value) FILTER (WHERE finite) AS x_min,
-    arg_min(step, value) FILTER (WHERE finite) AS step_min,
-    min(value) FILTER (WHERE finite) AS v_min,
-    arg_max(x, value) FILTER (WHERE finite) AS x_max,
-    arg_max(step, value) FILTER (WHERE finite) AS step_max,
-    max(value) FILTER (WHERE finite) AS v_max,
-    avg(x) FILTER (WHERE finite) AS x_mean,
-    avg(value) FILTER (WHERE finite) AS v_mean,
-    count(*) FILTER (WHERE NOT finite) AS n_nonfinite,
-    min(step) FILTER (WHERE NOT finite) AS nonfinite_step
-FROM binned
-GROUP BY run_id, metric, bin
+SELECT run_id, metric, bin, s.*
+FROM long
+WHERE s.n > 0
 ORDER BY run_id, metric, bin
