@@ -38,10 +38,22 @@ def name_run(run_dir: Path, name: str | None = None, tags: list[str] | None = No
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
+APPS: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_doctors() -> Any:
+    """Each test's apps stop their doctor (and its process) when the test ends."""
+    yield
+    while APPS:
+        APPS.pop().state.doctor.stop()
+
+
 def client(root: Path, **kwargs: Any) -> TestClient:
     """A client of the dashboard over root; the listing is never reused, so each request sees the files as they are."""
     app = create_app(root, allowed_hosts=kwargs.pop("allowed_hosts", None), **kwargs)
     app.state.catalog.runs_max_age_s = 0.0
+    APPS.append(app)
     return TestClient(app)
 
 
@@ -113,6 +125,23 @@ def test_a_repaired_run_comes_back(root: Path, tmp_path: Path) -> None:
     assert {r["run_id"]: r["status"] for r in ui.get("/api/runs").json()["runs"]}.get("crashed") == "broken"
     good.write_bytes(saved)
     assert {r["run_id"]: r["status"] for r in ui.get("/api/runs").json()["runs"]}["crashed"] == "crashed"
+
+
+def test_the_runs_are_listed_again_when_a_file_below_the_root_changes_and_only_then(root: Path) -> None:
+    from conftest import event, step_row
+
+    catalog = create_app(root, allowed_hosts=None).state.catalog
+    catalog.runs_max_age_s = 0.01
+    first = catalog.runs()
+    time.sleep(0.05)
+    assert catalog.runs() is first  # nothing changed: no query at all
+    RunWriter(root / "live", RunManifest(run_id="live")).write_steps([step_row(7)])
+    time.sleep(0.05)
+    second = catalog.runs()
+    assert second is not first and second.by_id("live")["last_step"] == 7
+    RunWriter(root / "crashed", RunManifest(run_id="crashed")).append_event(event("checkpoint", T0 + 9, step=5))
+    time.sleep(0.05)
+    assert catalog.runs().by_id("crashed")["events"] == first.by_id("crashed")["events"] + 1
 
 
 # -- charts ---------------------------------------------------------------------------------------

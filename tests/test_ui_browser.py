@@ -246,6 +246,10 @@ def test_the_table_lists_the_runs(browser: Browser, server: str, root: Path) -> 
     assert browser.js("Array.from(document.querySelectorAll('#runs-table .tag')).map(t => t.textContent)").count("demo") == 1
     status = browser.js(f"document.querySelector('tr[data-run=\"live\"] .status').textContent")
     assert status == "live"
+    # the most recently written runs are drawn on the usual charts, those none of them logged left out
+    drawn = browser.wait("document.querySelectorAll('figure.chart').length >= 4 && "
+                         "Array.from(document.querySelectorAll('figure.chart')).map(f => [f.dataset.metric, f.dataset.runsDrawn])")
+    assert drawn[0][0] == "reward_mean" and all(n != "0" for _, n in drawn), drawn
     no_problems(browser)
 
 

@@ -17,6 +17,7 @@ import os
 import re
 import threading
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,10 @@ from rlprobe.store import sqlfiles
 from rlprobe.store.engine import Store, open_store, run
 
 RUNS_MAX_AGE_S = 1.0  # listing the runs is shared by every open page and the doctor for this long
+RUNS_MAX_STALE_S = 30.0  # ... and, while no file below the root changes, reused for up to this long
+CACHED_RESULTS = 32  # chart and metric-picker answers kept, keyed by the runs' versions
+# The files the runs view reads whose change a directory's mtime does not show (appends, rewrites).
+_WATCHED_FILES = frozenset({"manifest.json", "events.jsonl", "steps.parquet"})
 QUIET_EVENTS = ("recorder_open", "recorder_close", "bad_record")  # listed on a run page, not drawn
 MAX_BINS = 4000  # a chart asks for one bin per pixel column; no screen is wider than this
 MAX_SERIES_RUNS = 50
@@ -112,6 +117,8 @@ class Catalog:
         self.runs_max_age_s = runs_max_age_s
         self._lock = threading.Lock()
         self._listing: RunsListing | None = None
+        self._signature: int | None = None
+        self._cache: OrderedDict[Any, Any] = OrderedDict()
         self._broken: dict[str, str] = {}
         self._known_dirs: set[str] = set()
 
@@ -143,11 +150,54 @@ class Catalog:
         whose files cannot be read is listed as broken, with the reason."""
         age = self.runs_max_age_s if max_age_s is None else max_age_s
         with self._lock:
-            if self._listing is not None and time.monotonic() - self._listing.at < age:
+            now = time.monotonic()
+            if self._listing is not None and now - self._listing.at < age:
                 return self._listing
+            signature = self.files_signature()
+            if self._listing is not None and signature == self._signature and now - self._listing.at < RUNS_MAX_STALE_S and age > 0:
+                return self._listing  # nothing below the root changed: the same runs, the same figures
             rows = self._list_runs()
             self._listing = RunsListing(rows, time.monotonic(), dict(self._broken))
+            self._signature = signature
             return self._listing
+
+    def files_signature(self) -> int:
+        """A hash of what listing the runs reads, from stat() alone: every directory's mtime (a part
+        written, a shard replaced, a run created) and the size and mtime of the files that grow in
+        place (events.jsonl) or are replaced (manifest.json, steps.parquet). Symlinked folders are
+        not followed; RUNS_MAX_STALE_S bounds what that can miss."""
+        parts: list[tuple[Any, ...]] = []
+        for dirpath, _dirnames, filenames in os.walk(self.root):
+            try:
+                parts.append((dirpath, os.stat(dirpath).st_mtime_ns))
+            except OSError:
+                continue
+            for name in filenames:
+                if name in _WATCHED_FILES:
+                    try:
+                        st = os.stat(os.path.join(dirpath, name))
+                    except OSError:
+                        continue
+                    parts.append((dirpath, name, st.st_size, st.st_mtime_ns, st.st_ino))
+        return hash(tuple(parts))
+
+    def cached(self, key: Any, compute: Any) -> Any:
+        """compute()'s value, kept under key (which carries the runs' versions) for the next asker."""
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        value = compute()
+        with self._lock:
+            self._cache[key] = value
+            while len(self._cache) > CACHED_RESULTS:
+                self._cache.popitem(last=False)
+        return value
+
+    def versions(self, run_ids: Sequence[str]) -> tuple[str, ...]:
+        """Each run's fingerprint: a cache key that changes when any of the runs grows."""
+        listing = self.runs()
+        return tuple(fingerprint(listing.by_id(r) or {}) for r in run_ids)
 
     def _list_runs(self) -> list[dict[str, Any]]:
         if not self._broken:
@@ -227,6 +277,9 @@ class Catalog:
     def metrics(self, run_ids: Sequence[str]) -> list[dict[str, Any]]:
         """The numeric metrics the runs logged, with the runs that logged each."""
         run_ids, dirs = self._resolve(run_ids)
+        return self.cached(("metrics", tuple(run_ids), self.versions(run_ids)), lambda: self._metrics(run_ids, dirs))
+
+    def _metrics(self, run_ids: list[str], dirs: list[str]) -> list[dict[str, Any]]:
         try:
             return self.query("ui_metrics", {"run_ids": run_ids}, dirs)
         except QueryError:
@@ -257,6 +310,11 @@ class Catalog:
         if not metrics or len(metrics) > MAX_METRICS:
             raise BadRequest(f"give between 1 and {MAX_METRICS} metrics")
         bins = max(1, min(int(bins), MAX_BINS))
+        key = ("series", tuple(run_ids), tuple(metrics), x, bins, lo, hi, self.versions(run_ids))
+        return self.cached(key, lambda: self._series(run_ids, dirs, list(metrics), x, bins, lo, hi))
+
+    def _series(self, run_ids: list[str], dirs: list[str], metrics: list[str], x: str, bins: int,
+                lo: float | None, hi: float | None) -> dict[str, Any]:
         out: dict[str, Any] = {"series": {}, "errors": {}, "bins": bins, "x": x, "lo": lo, "hi": hi}
         try:
             known = {r["metric"] for r in self.query("ui_columns", None, dirs)}

@@ -2,10 +2,10 @@
 
 One thread works through the runs whose files changed since their last diagnosis (a run's
 fingerprint: steps, last step, last write, status, events), the runs a page is looking at first,
-then live runs, then the most recently written. A live run is followed by a RunWatcher (the
-same as `rlprobe watch`: each look reads only the files that are new), a closed or crashed one is
-diagnosed once with diagnose_path. A run the doctor cannot read gets its error, never the
-thread's end. Only rlprobe.doctor's public API is used.
+then live runs, then the most recently written, and hands each to the doctor's own process. A
+live run is followed by a RunWatcher (the same as `rlprobe watch`: each look reads only the files
+that are new), a closed or crashed one is diagnosed once with diagnose_path. A run the doctor
+cannot read gets its error, never the thread's end. Only rlprobe.doctor's public API is used.
 """
 
 from __future__ import annotations
@@ -76,21 +76,89 @@ def finding_dict(i: int, finding: Any) -> dict[str, Any]:
     }
 
 
+# -- the doctor's process ---------------------------------------------------------------------
+# Diagnoses run in one child process: the detectors are Python and would hold the server's GIL
+# for seconds; in a process of their own, at a lower priority, they take the CPU the server does
+# not need and chart requests stay fast while a root is diagnosed. The process keeps a RunWatcher
+# per live run between calls (module state below lives in the child only).
+_WATCHERS: OrderedDict[str, Any] = OrderedDict()
+
+
+def _worker_started() -> None:
+    try:
+        os.nice(10)
+    except OSError:
+        pass  # not allowed here: same priority as the server, still off its GIL
+
+
+def diagnose_row(row: dict[str, Any], config_path: str | None) -> RunFindings:
+    """What the doctor says about one runs-table row, now (runs in the doctor's process).
+
+    A live run is read through its RunWatcher (only the files new since the last call); a closed
+    or crashed one with diagnose_path. Errors become the result's error, never an exception.
+    """
+    from rlprobe.errors import NoStepsYet, RlprobeError
+
+    t0 = time.perf_counter()
+    result = RunFindings(version=fingerprint(row))
+    try:
+        diagnosis = _run_doctor(row, config_path) if row.get("steps_recorded") else None
+        if diagnosis is None:
+            result.state = "no steps"
+        else:
+            result.state = "ok"
+            result.findings = [finding_dict(i, f) for i, f in enumerate(diagnosis.findings)]
+            result.skipped = [{"signature_id": s.signature_id, "reason": s.reason} for s in diagnosis.skipped]
+    except NoStepsYet:
+        result.state = "no steps"
+    except RlprobeError as exc:
+        result.state, result.error = "error", str(exc)
+    except Exception as exc:  # a doctor bug on one run must not stop the others' diagnoses
+        result.state, result.error = "error", f"{type(exc).__name__}: {exc}"
+    result.diagnosed_at = time.time()
+    result.seconds = round(time.perf_counter() - t0, 3)
+    return result
+
+
+def _run_doctor(row: dict[str, Any], config_path: str | None) -> Any:
+    from rlprobe.doctor import RunWatcher, diagnose_path
+
+    run_id, run_dir = row["run_id"], row["run_dir"]
+    if row.get("status") != "live":
+        watcher = _WATCHERS.pop(run_id, None)
+        if watcher is not None:
+            watcher.close()
+        return diagnose_path(run_dir, config_path=config_path)[0]
+    watcher = _WATCHERS.pop(run_id, None)
+    if watcher is None:
+        watcher = RunWatcher(run_dir, config_path=config_path)
+    _WATCHERS[run_id] = watcher  # most recently used last
+    while len(_WATCHERS) > MAX_WATCHERS:
+        _, oldest = _WATCHERS.popitem(last=False)
+        oldest.close()
+    diagnosis = watcher.diagnose()
+    if diagnosis is None and watcher.last_error:
+        from rlprobe.errors import QueryError
+
+        raise QueryError(watcher.last_error)
+    return diagnosis
+
+
 class Doctor:
-    """Diagnoses the catalog's runs in a background thread (see the module docstring)."""
+    """Diagnoses the catalog's runs, one at a time, in a child process (see the module docstring)."""
 
     def __init__(self, catalog: Catalog, config_path: str | os.PathLike[str] | None = None, poll_s: float = 2.0) -> None:
         self.catalog = catalog
-        self.config_path = config_path
+        self.config_path = None if config_path is None else str(config_path)
         self.poll_s = poll_s
         self.diagnoses = 0
         self._results: dict[str, RunFindings] = {}
         self._wanted: dict[str, float] = {}
-        self._watchers: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pool: Any = None
 
     # -- what pages call --------------------------------------------------------------------
     def get(self, run_id: str) -> RunFindings:
@@ -107,23 +175,23 @@ class Doctor:
         self._wake.set()
 
     def start(self) -> None:
-        """Start the background thread (once)."""
+        """Start the background thread (once); it starts the doctor's process on first need."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="rlprobe-ui-doctor", daemon=True)
             self._thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the thread and release the watchers' connections."""
+        """Stop the thread and the doctor's process."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
-        for watcher in self._watchers.values():
-            watcher.close()
-        self._watchers.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def drain(self) -> int:
-        """Diagnose every run that needs it, now, in this thread (tests, benchmarks); how many were."""
+        """Diagnose every run that needs it, now, waiting for each (tests, benchmarks); how many were."""
         done = 0
         while (row := self._next()) is not None:
             self._diagnose(row)
@@ -157,53 +225,22 @@ class Doctor:
         return todo[0]
 
     def _diagnose(self, row: dict[str, Any]) -> None:
-        from rlprobe.errors import NoStepsYet, RlprobeError
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+        from multiprocessing import get_context
 
-        run_id, version = row["run_id"], fingerprint(row)
-        t0 = time.perf_counter()
-        result = RunFindings(version=version)
-        try:
-            if not row.get("steps_recorded"):
-                result.state = "no steps"
-            else:
-                diagnosis = self._run_doctor(row)
-                if diagnosis is None:
-                    result.state = "no steps"
-                else:
-                    result.state = "ok"
-                    result.findings = [finding_dict(i, f) for i, f in enumerate(diagnosis.findings)]
-                    result.skipped = [{"signature_id": s.signature_id, "reason": s.reason} for s in diagnosis.skipped]
-        except NoStepsYet:
-            result.state = "no steps"
-        except RlprobeError as exc:
-            result.state, result.error = "error", str(exc)
-        except Exception as exc:  # a doctor bug on one run must not stop the others' diagnoses
-            result.state, result.error = "error", f"{type(exc).__name__}: {exc}"
-        result.diagnosed_at = time.time()
-        result.seconds = round(time.perf_counter() - t0, 3)
         with self._lock:
-            self._results[run_id] = result
+            if self._pool is None:
+                # spawn, not fork: this process runs threads (the server's, DuckDB's)
+                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"), initializer=_worker_started)
+            pool = self._pool
+        try:
+            result = pool.submit(diagnose_row, dict(row), self.config_path).result()
+        except BrokenProcessPool as exc:  # the process died (out of memory, a crash in a library)
+            with self._lock:
+                self._pool = None
+            result = RunFindings(version=fingerprint(row), state="error", error=f"the doctor's process died: {exc}",
+                                 diagnosed_at=time.time())
+        with self._lock:
+            self._results[row["run_id"]] = result
             self.diagnoses += 1
-
-    def _run_doctor(self, row: dict[str, Any]) -> Any:
-        from rlprobe.doctor import RunWatcher, diagnose_path
-
-        run_id, run_dir = row["run_id"], row["run_dir"]
-        if row.get("status") != "live":
-            watcher = self._watchers.pop(run_id, None)
-            if watcher is not None:
-                watcher.close()
-            return diagnose_path(run_dir, config_path=self.config_path)[0]
-        watcher = self._watchers.pop(run_id, None)
-        if watcher is None:
-            watcher = RunWatcher(run_dir, config_path=self.config_path)
-        self._watchers[run_id] = watcher  # most recently used last
-        while len(self._watchers) > MAX_WATCHERS:
-            _, oldest = self._watchers.popitem(last=False)
-            oldest.close()
-        diagnosis = watcher.diagnose()
-        if diagnosis is None and watcher.last_error:
-            from rlprobe.errors import QueryError
-
-            raise QueryError(watcher.last_error)
-        return diagnosis

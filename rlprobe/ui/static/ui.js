@@ -293,6 +293,9 @@
 
     changed() { if (this.options.onChange) this.options.onChange(); }
 
+    /* Draw these runs. Without metrics picked yet, the first charts are the usual ones (the page's
+       defaults) drawn from one request, the ones no run logged dropped; the metric picker's list
+       (which counts every column of every run) arrives after, without holding the charts up. */
     async setRuns(runs) {
       this.runs = runs;
       this.legend();
@@ -302,26 +305,49 @@
         this.drawAll();
         return;
       }
-      await this.loadMetrics();
+      const everything = { has: () => true };
+      this.prune = !this.metrics.length;
+      if (this.prune) {
+        this.metrics = (this.options.defaults ? this.options.defaults(everything) : CONFIG.key_series.slice()).slice(0, 12);
+      }
+      const picker = this.loadMetrics();
       await this.refresh();
+      await picker;
     }
 
     legend() {
       const box = $("run-legend");
       box.textContent = "";
-      this.runs.forEach((r) => box.append(el("span", { class: "run" }, el("span", { class: "swatch", "data-colour": r.colour }), el("a", { href: runUrl(r.id), text: r.label }))));
-      box.querySelectorAll(".swatch").forEach((s) => { s.style.background = s.getAttribute("data-colour"); });
+      for (const r of this.runs) {
+        const sw = el("span", { class: "swatch" });
+        sw.style.background = r.colour;
+        box.append(el("span", { class: "run" }, sw, el("a", { href: runUrl(r.id), text: r.label })));
+      }
+    }
+
+    pruneEmpty() {
+      if (!this.prune) return;
+      this.prune = false;
+      const drawn = this.metrics.filter((m) => this.runs.some((r) => (this.data.series[r.id] || {})[m]));
+      if (drawn.length !== this.metrics.length) {
+        this.metrics = drawn;
+        this.layout();
+        this.renderPicker();
+        this.changed();
+      }
     }
 
     async loadMetrics() {
       const ids = this.runs.map((r) => r.id);
-      const got = await getJSON("/api/metrics?" + query({ run: ids }));
+      let got;
+      try { got = await getJSON("/api/metrics?" + query({ run: ids })); } catch (e) { $("metric-count").textContent = e.message; return; }
+      if (ids.join("\u0000") !== this.runs.map((r) => r.id).join("\u0000")) return;  // the selection moved on
       this.available = got.metrics;
-      const logged = new Set(this.available.map((m) => m.metric));
-      let wanted = this.metrics.filter((m) => logged.has(m));
-      if (!wanted.length) wanted = (this.options.defaults ? this.options.defaults(logged) : CONFIG.key_series.filter((m) => logged.has(m))).slice(0, 12);
-      if (!wanted.length) wanted = this.available.slice(0, 6).map((m) => m.metric);
-      this.metrics = wanted;
+      if (!this.metrics.length && !this.prune && this.available.length) {
+        // none of the usual metrics was logged (an import of custom ones): chart what there is
+        this.metrics = this.available.slice(0, 6).map((m) => m.metric);
+        this.refresh({ findings: false, events: false });
+      }
       this.renderPicker();
     }
 
@@ -414,6 +440,13 @@
         return;
       }
       if (seq !== this.seq) return;
+      if (what.series) this.pruneEmpty();
+      if (what.series && !this.metrics.length && this.available.length) {
+        this.metrics = this.available.slice(0, 6).map((m) => m.metric);  // none of the usual ones was logged
+        this.renderPicker();
+        this.refresh({ findings: false, events: false });
+        return;
+      }
       const errs = Object.entries(this.data.errors || {});
       $("chart-status").textContent = errs.length
         ? errs.map(([id, msg]) => (Live.row(id) ? Live.row(id).name : id) + ": " + msg).join("; ")
