@@ -43,6 +43,16 @@ class RunManifest(BaseModel):
     world_size: int = 1
     trainer_config: dict[str, Any] = Field(default_factory=dict)
     environment: dict[str, Any] = Field(default_factory=dict)
+    # additive: what a person calls the run ("lr 3e-6, no KL") and labels to group runs by; a
+    # recording without them is shown by its run_id
+    name: Optional[str] = None
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _one_tag_is_a_list(cls, value: Any) -> Any:
+        """tags="baseline" means one tag, not eight one-letter ones."""
+        return [value] if isinstance(value, str) else value
 
 
 class StepRecord(BaseModel):

@@ -63,12 +63,13 @@ def test_ls_table(nested_root: Path) -> None:
     result = invoke("ls", nested_root)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["run_id", "status", "steps", "last_step", "algorithm", "model_name", "created_at", "path"]
+    assert lines[0].split() == ["run_id", "name", "status", "steps", "last_step", "algorithm", "model_name", "tags",
+                                "created_at", "path"]
     assert set(lines[1]) <= {"-", " "}
-    body = {line.split()[0]: line.split() for line in lines[2:-1]}
-    assert body["run0"][1:4] == ["crashed", "4", "3"] and body["run0"][-1] == "run0"
-    assert body["run1"][1:4] == ["closed", "5", "4"] and body["run1"][-1] == os.path.join("a", "run1")
-    assert body["run2"][1:4] == ["live", "3", "2"] and body["run2"][-1] == os.path.join("b", "c", "run2")
+    body = {line.split()[0]: line.split() for line in lines[2:-1]}  # no tags here: that cell is blank
+    assert body["run0"][1:5] == ["run0", "crashed", "4", "3"] and body["run0"][-1] == "run0"
+    assert body["run1"][1:5] == ["run1", "closed", "5", "4"] and body["run1"][-1] == os.path.join("a", "run1")
+    assert body["run2"][1:5] == ["run2", "live", "3", "2"] and body["run2"][-1] == os.path.join("b", "c", "run2")
     assert lines[-1] == "(3 rows)"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -25,9 +26,12 @@ _FORMATS = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "xtuner"
 @click.option("--algorithm", default=None, help="Record this algorithm (grpo, ppo, rloo, ...) in the manifest.")
 @click.option("--model", "model_name", default=None, help="Record this model name in the manifest.")
 @click.option("--run-id", default=None, help="run_id of the new recording (default: generated).")
+@click.option("--name", default=None, help="Name the run in the manifest (shown by ls, report and ui; default: its run_id).")
+@click.option("--tag", "tags", multiple=True, metavar="TAG", help="Tag the run in the manifest. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the import report as JSON.")
 def import_command(source: str, run_dir: str, kind: str, step_every: int | None, algorithm: str | None,
-                   model_name: str | None, run_id: str | None, as_json: bool) -> None:
+                   model_name: str | None, run_id: str | None, name: str | None, tags: tuple[str, ...],
+                   as_json: bool) -> None:
     """Import a run rlprobe did not record into a new recording RUN_DIR.
 
     SOURCE is a Hugging Face trainer_state.json, an output or checkpoint dir holding one (TRL's
@@ -52,6 +56,7 @@ def import_command(source: str, run_dir: str, kind: str, step_every: int | None,
         rlprobe import tb_logs/ runs/from-tensorboard       # a logdir: one recording per run
         rlprobe import wandb/ runs/from-wandb
         rlprobe import mlruns/ runs/from-mlflow
+        rlprobe import train.log runs/baseline --name "baseline, lr 1e-6" --tag sweep-3 --tag baseline
     """
     from rlprobe.cli.forensics import _Progress
     from rlprobe.importers import import_source
@@ -59,7 +64,27 @@ def import_command(source: str, run_dir: str, kind: str, step_every: int | None,
     with _Progress(not as_json) as bar:
         report = import_source(source, run_dir, kind=kind, step_every=step_every, algorithm=algorithm,
                                model_name=model_name, run_id=run_id, progress=bar.update)
+    if name is not None or tags:
+        _name_recording(Path(report.run_dir), name, list(tags))
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2, default=str))
+        out = report.to_dict()
+        if name is not None or tags:
+            out.update(name=name, tags=list(tags))
+        click.echo(json.dumps(out, indent=2, default=str))
     else:
         click.echo(report.summary())
+
+
+def _name_recording(run_dir: Path, name: str | None, tags: list[str]) -> None:
+    """Put name and tags into the manifest of the recording this command just wrote.
+
+    import_source takes no name or tags (yet), so they are added here, before anyone else has
+    been told the recording exists, by the same atomic replace every manifest write uses.
+    """
+    from rlprobe.record.writer import atomic_write_bytes
+    from rlprobe.schemas import RunManifest
+
+    path = run_dir / "manifest.json"
+    manifest = RunManifest.model_validate_json(path.read_bytes())
+    manifest = manifest.model_copy(update={"name": name, "tags": tags})
+    atomic_write_bytes(path, manifest.model_dump_json(indent=2).encode())

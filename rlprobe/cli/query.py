@@ -44,9 +44,10 @@ def _relative(path: str | None, base: str) -> str:
 @run_argument("root")
 @output_options
 def ls_command(root: str, fmt: str, out: str | None) -> None:
-    """List the runs below ROOT (any depth) with their status and progress.
+    """List the runs below ROOT (any depth) with their name, tags, status and progress.
 
-    status is live (still recording, or killed without a trace), closed or crashed.
+    status is live (still recording, or killed without a trace), closed or crashed. name is
+    the one given to the Recorder (or rlprobe import --name), else the run_id.
     Reads manifests and events; step counts come from the step files. --out is refused
     inside any recording below ROOT.
 
@@ -71,8 +72,8 @@ def _ls(store: object, fmt: str, out: str | None) -> None:
     for warning in store.warnings:  # type: ignore[attr-defined]
         click.echo(f"rlprobe: warning: {warning}", err=True)
     sql = (
-        "SELECT run_id, status, steps_recorded AS steps, last_step, algorithm, model_name, "
-        "created_at, run_dir FROM runs ORDER BY created_at NULLS LAST, run_dir"
+        "SELECT run_id, name, status, steps_recorded AS steps, last_step, algorithm, model_name, "
+        "tags, created_at, run_dir FROM runs ORDER BY created_at NULLS LAST, run_dir"
     )
     if out:
         _write_parquet(store, sql, out)
@@ -80,7 +81,8 @@ def _ls(store: object, fmt: str, out: str | None) -> None:
     columns, types, rows = store.rows(sql)  # type: ignore[attr-defined]
     if fmt == "table":
         base = str(store.target.path)  # type: ignore[attr-defined]
-        rows = [row[:-1] + (_relative(row[-1], base),) for row in rows]
+        tags = columns.index("tags")  # one cell: tag1,tag2 (a table has no lists)
+        rows = [row[:tags] + (",".join(row[tags] or []),) + row[tags + 1:-1] + (_relative(row[-1], base),) for row in rows]
         columns = columns[:-1] + ["path"]
     emit_rows(columns, types, rows, fmt)
 

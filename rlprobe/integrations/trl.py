@@ -28,7 +28,7 @@ import random
 import threading
 from collections import abc
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from rlprobe.errors import ToolMissing
 from rlprobe.keymap import map_metrics, to_float
@@ -67,9 +67,15 @@ def attach(
     diagnose_every: int = 25,
     doctor_config: Optional[Mapping[str, Any]] = None,
     records: Any = None,
+    name: Optional[str] = None,
+    tags: Iterable[str] | str = (),
     **recorder_kwargs: Any,
 ) -> "RlprobeCallback":
-    """Record `trainer` into run_dir: build an RlprobeCallback, add it to the trainer, return it."""
+    """Record `trainer` into run_dir: build an RlprobeCallback, add it to the trainer, return it.
+
+    name and tags go to the manifest (Recorder(name=, tags=)): `rlprobe ls`, the report and
+    `rlprobe ui` show them. Other keyword arguments are the Recorder's.
+    """
     try:
         import trl  # noqa: F401  (the callback reads TRL's buffers; fail here, not mid-training)
         import transformers  # noqa: F401
@@ -83,6 +89,8 @@ def attach(
         diagnose_every=diagnose_every,
         doctor_config=doctor_config,
         records=records,
+        name=name,
+        tags=tags,
         **recorder_kwargs,
     )
     trainer.add_callback(callback)

@@ -72,6 +72,8 @@ class Recorder:
         steps_per_flush: int = 200,
         install_handlers: bool = True,
         record_all_ranks: bool = False,
+        name: str | None = None,
+        tags: Iterable[str] | str = (),
     ) -> None:
         self.rank = rank
         self.active = rank == 0 or record_all_ranks
@@ -95,6 +97,8 @@ class Recorder:
             "world_size": world_size,
             "trainer_config": json_safe(dict(trainer_config or {})),  # "verbatim", as JSON can hold it
             "environment": _capture_env() if capture_env else {},
+            "name": None if name is None else str(name),
+            "tags": [tags] if isinstance(tags, str) else [str(t) for t in tags],
         }
         if run_id is not None:
             manifest_kwargs["run_id"] = run_id
@@ -123,7 +127,8 @@ class Recorder:
         opened: dict[str, Any] = {"pid": os.getpid()}
         if self._writer.resumed:
             # The original manifest stays (a recording is never rewritten); say what was asked.
-            opened.update(requested_run_id=run_id, algorithm=algorithm, model_name=model_name)
+            opened.update(requested_run_id=run_id, algorithm=algorithm, model_name=model_name, name=name,
+                          tags=manifest_kwargs["tags"])
         self.log_event("recorder_open", message="resumed" if self._writer.resumed else "", **opened)
         self._thread = threading.Thread(target=self._run, name=f"rlprobe-writer-{self.run_id}", daemon=True)
         self._handlers = handlers.install(self) if install_handlers else None

@@ -35,6 +35,7 @@ _SPARK_TYPES = {
     "JSON": "string",
     "DOUBLE[]": "array<double>",
     "BIGINT[]": "array<bigint>",
+    "VARCHAR[]": "array<string>",
 }
 _REC_DIR = (
     r"^(.*)/(manifest\.json|steps\.parquet|steps/part-[^/]*\.parquet|samples/shard-[^/]*\.parquet|events\.jsonl)$"
@@ -190,7 +191,7 @@ def manifest(spark: Any, root: str) -> Any:
     out = {
         "run_dir": "VARCHAR", "manifest_ok": "BOOLEAN", "schema_version": "BIGINT", "run_id": "VARCHAR",
         "created_at": "VARCHAR", "algorithm": "VARCHAR", "model_name": "VARCHAR", "world_size": "BIGINT",
-        "trainer_config": "JSON", "environment": "JSON",
+        "trainer_config": "JSON", "environment": "JSON", "name": "VARCHAR", "tags": "VARCHAR[]",
     }
     if df is None:
         return spark.createDataFrame([], options_schema(out))
@@ -217,6 +218,8 @@ def manifest(spark: Any, root: str) -> Any:
         F.when(ok, F.expr("TRY_CAST(get_json_object(value, '$.world_size') AS BIGINT)")).alias("world_size"),
         field("$.trainer_config").alias("trainer_config"),
         field("$.environment").alias("environment"),
+        field("$.name").alias("name"),
+        F.from_json(field("$.tags"), "array<string>").alias("tags"),
     )
 
 

@@ -7,7 +7,7 @@
 -- doc: a newer recording must never be read as if it were an old one.
 -- columns: run_dir VARCHAR, manifest_ok BOOLEAN, schema_version BIGINT, run_id VARCHAR,
 -- columns: created_at VARCHAR, algorithm VARCHAR, model_name VARCHAR, world_size BIGINT,
--- columns: trainer_config JSON, environment JSON
+-- columns: trainer_config JSON, environment JSON, name VARCHAR, tags VARCHAR[]
 
 CREATE OR REPLACE VIEW v1.src_manifest AS
 WITH parsed AS (
@@ -29,5 +29,7 @@ SELECT
     json_extract_string(doc, '$.model_name') AS model_name,
     TRY_CAST(json_extract(doc, '$.world_size') AS BIGINT) AS world_size,
     json_extract(doc, '$.trainer_config') AS trainer_config,
-    json_extract(doc, '$.environment') AS environment
+    json_extract(doc, '$.environment') AS environment,
+    json_extract_string(doc, '$.name') AS name,
+    TRY_CAST(json_extract(doc, '$.tags') AS VARCHAR[]) AS tags
 FROM parsed;

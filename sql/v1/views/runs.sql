@@ -6,10 +6,12 @@
 -- doc: (a crash or SIGTERM after the last open), closed (a clean close after the last open, or a
 -- doc: compacted recording with no lifecycle events, such as an import), otherwise live. A run
 -- doc: killed with SIGKILL cannot say so and stays live; last_write_at tells how stale it is.
+-- doc: name and tags are the manifest's (Recorder(name=, tags=), rlprobe import --name --tag);
+-- doc: a run without a name is named by its run_id, one without tags has an empty list.
 -- columns: run_id VARCHAR, run_dir VARCHAR, algorithm VARCHAR, model_name VARCHAR,
 -- columns: world_size BIGINT, created_at VARCHAR, schema_version BIGINT, steps_recorded BIGINT,
 -- columns: first_step BIGINT, last_step BIGINT, status VARCHAR, last_write_at DOUBLE,
--- columns: events BIGINT
+-- columns: events BIGINT, name VARCHAR, tags VARCHAR[]
 
 CREATE OR REPLACE VIEW v1.runs AS
 WITH step_stats AS (
@@ -60,7 +62,9 @@ SELECT
         ELSE 'live'
     END AS status,
     greatest(coalesce(st.last_step_at, l.last_event_at), coalesce(l.last_event_at, st.last_step_at)) AS last_write_at,
-    coalesce(l.events, 0) AS events
+    coalesce(l.events, 0) AS events,
+    coalesce(m.name, m.run_id, regexp_extract(d.run_dir, '[^/]*$', 0)) AS name,
+    coalesce(m.tags, CAST([] AS VARCHAR[])) AS tags
 FROM dirs AS d
 LEFT JOIN v1.src_manifest AS m ON m.run_dir = d.run_dir
 LEFT JOIN step_stats AS st ON st.run_dir = d.run_dir
