@@ -140,9 +140,15 @@ def _pinned(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     scale = max(abs(level) if np.isfinite(level) else 0.0,
                 float(np.nanpercentile(rv, 95) - np.nanpercentile(rv, 5)) if np.isfinite(rv).sum() >= 3 else 0.0)
     if std is not None:
+        # Exactly 0 is no spread whatever the reward; a spread of a few percent of the reward's
+        # size (length-penalty crumbs on identical answers) counts as none only for a reward
+        # that sits at its floor: near a ceiling it is the few mixed groups of an easy task.
         spread = np.asarray(std.value, dtype=float)
-        dead = np.isfinite(spread) & ((spread <= 0.0) | (spread <= p["dead_rel"] * scale))
-        how = f"reward_std stays at about {nanmedian(spread):.2g}, at most {p['dead_rel']:.0%} of the reward's size"
+        first_steps = (int(base.step[0]), base.step_at(min(len(base) - 1, 4)))
+        at_floor = np.isfinite(level) and reward_at_floor(ctx, level, *first_steps) is not None
+        dead = np.isfinite(spread) & ((spread <= 0.0) | ((spread <= p["dead_rel"] * scale) & at_floor))
+        how = (f"reward_std stays at about {nanmedian(spread):.2g}, at most {p['dead_rel']:.0%} of the reward's size"
+               if at_floor else "reward_std is exactly 0")
     else:
         # no within-step spread logged: a batch mean that does not move at all from step to step
         # means every rollout earned the same; a large batch of a saturated reward moves little
