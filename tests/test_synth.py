@@ -52,7 +52,7 @@ def before_after(run, name: str) -> tuple[float, float, float]:
 
 # -- the catalog ----------------------------------------------------------------------------
 def test_catalog_names_every_signature_once():
-    assert len(SIGNATURES) == 18 and len(set(SIGNATURES)) == 18
+    assert len(SIGNATURES) == 19 and len(set(SIGNATURES)) == 19
     assert list(PATHOLOGIES) == list(SIGNATURES)
     assert {"steady", "reasoning_growth", "warmup_transient", "noisy_grad", "late_saturation", "easy_task",
             "sparse_logging", "short", "ppo"} <= set(HEALTHY_FAMILIES)
@@ -225,13 +225,18 @@ def _reward_collapse(r):
     return before > early - noise_tol(r, "reward_mean") and before - late >= 0.4 * (before - min(early, late))
 
 
+def _completion_collapse(r):
+    _, before, late = before_after(r, "completion_len_mean")
+    return late <= 0.1 * before and late <= 20
+
+
 MAIN_SIGNAL = {
     "KL_BLOWUP": _kl_blowup, "ENTROPY_COLLAPSE": _entropy_collapse, "REWARD_HACK_LENGTH": _hack,
     "FORMAT_GAMING": _format, "CLIP_SATURATION": _clip, "DEGENERATE_GROUPS": _degenerate, "ADV_COLLAPSE": _adv,
     "VALUE_DIVERGENCE": _value, "GRAD_PATHOLOGY": _grad, "TRUNCATION_STARVE": _trunc, "REPETITION_SPIRAL": _repetition,
     "REWARD_STD_DEATH": _std_death, "REF_POLICY_DRIFT_ASYMMETRY": _drift, "THROUGHPUT_ROT": _throughput,
     "ENTROPY_BLOWUP": _blowup, "STALE_ROLLOUTS": _stale, "TRAIN_INFERENCE_MISMATCH": _mismatch,
-    "REWARD_COLLAPSE": _reward_collapse,
+    "REWARD_COLLAPSE": _reward_collapse, "COMPLETION_COLLAPSE": _completion_collapse,
 }
 
 
