@@ -194,7 +194,7 @@ DRAW: dict[str, tuple[tuple[Any, float], ...]] = {
     "spike": (("none", 0.88), ("kl_grad", 0.12)),
     "length_bias": (("none", 0.93), ("unexploited", 0.07)),
     "group_size": ((2, 0.1), (3, 0.05), (4, 0.2), (5, 0.1), (6, 0.1), (8, 0.25), (12, 0.05), (16, 0.15)),
-    "variant": (("drawn", 0.65), ("extra", 0.35)),  # extra: one of EXTRA_VARIANTS[sig], equally likely
+    "variant": (("drawn", 0.6), ("extra", 0.4)),  # extra: one of EXTRA_VARIANTS[sig], equally likely
 }
 """Option -> (value, probability) pairs ``draw_setup`` samples from (pathological and healthy runs)."""
 

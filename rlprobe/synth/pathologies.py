@@ -703,6 +703,7 @@ def _dead_prep(ctx: Ctx) -> None:
     """
     P = ctx.P
     ctx.variant = "dead_start"
+    ctx.required |= {"reward_mean", "reward_std"}  # the dead state is read off these
     P["template"] = "binary"
     P["correct_range"] = ctx.choice([(0.0, 1.0), (0.0, 1.0), (-1.0, 1.0), (-0.1, 1.0)])
     P["explicit_groups"] = True

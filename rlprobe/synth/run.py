@@ -92,7 +92,8 @@ class SynthRun:
         """Boolean mask of the steps at which a field is logged (all False if never)."""
         if name in self.masks:
             return self.masks[name]
-        present = name in self.series or (name == "kl_positional" and self.kl_positional is not None)
+        present = (name in self.series or (name == "kl_positional" and self.kl_positional is not None)
+                   or (name == "reward_components" and bool(self.components)))
         return np.full(len(self.steps), present)
 
     def samples(self, step: int) -> list[dict[str, Any]]:

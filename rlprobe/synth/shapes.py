@@ -84,6 +84,9 @@ def prepare(ctx: Ctx) -> None:
     elif o.task == "saturating":  # solved early: reward at its ceiling for most of the run
         P.update(curve="exp", curve_tau=_u(ctx, 0.06, 0.2), acc0=_u(ctx, 0.2, 0.5), acc_ceil=_u(ctx, 0.93, 0.99),
                  kappa0=_lu(ctx, 1.0, 4.0))
+    if o.spike != "none":  # the trap is a KL and a grad-norm value at one step: both are logged
+        P["kl_monitor"] = True
+        ctx.required |= {"kl_mean", "grad_norm"}
     if o.length_bias != "none":
         P.update(template="judge", log_components=True, w_judge=1.0)
         ctx.required.add("reward_components")
