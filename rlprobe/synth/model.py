@@ -467,14 +467,15 @@ def _rewards_explicit(ctx: Ctx, obs: dict[str, np.ndarray], acc: np.ndarray, kap
         reward = reward + w_f * formatted
         components[name_f] = formatted.reshape(n, -1).mean(axis=1)
     flat = reward.reshape(n, -1)
-    obs["reward_mean"] = flat.mean(axis=1)
     obs["reward_min"], obs["reward_max"] = flat.min(axis=1), flat.max(axis=1)
-    batch_std = flat.std(axis=1, ddof=1) if flat.shape[1] > 1 else np.zeros(n)
+    same = obs["reward_min"] == obs["reward_max"]  # identical rewards: their mean and std exactly, not a rounding
+    obs["reward_mean"] = np.where(same, obs["reward_min"], flat.mean(axis=1))
+    batch_std = np.where(same, 0.0, flat.std(axis=1, ddof=1)) if flat.shape[1] > 1 else np.zeros(n)
     P["reward_std_kind"] = P.get("reward_std_force") or ("group" if grpo and P["profile"] == "trl" else "batch")
     if grpo:
         zero = reward.max(axis=2) == reward.min(axis=2)
         zvf = zero.mean(axis=1)
-        gstd = reward.std(axis=2, ddof=1).mean(axis=1)
+        gstd = np.where(zero, 0.0, reward.std(axis=2, ddof=1)).mean(axis=1)
         obs["zero_variance_group_frac"] = zvf
         obs["group_reward_std_mean"] = gstd
         obs["reward_std"] = gstd if P["reward_std_kind"] == "group" else batch_std
