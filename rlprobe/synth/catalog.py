@@ -55,6 +55,8 @@ EXTRA_VARIANTS: dict[str, dict[str, str]] = {
                       "spread, grad_norm and KL exactly 0 (GRPO) - the whole run is wasted",
         "transient": "entropy rises 2-4x, then a 30-70-step episode at the cap (reward dips, answers often written before "
                      "the cap) that the run gets out of by itself (truth has end_step)",
+        "answers_before_cap": "90-100% of completions at the cap and staying there while reward holds: the answer is "
+                              "written before the cap, so the grader still pays",
     },
     "REWARD_STD_DEATH": {
         "dead_start": "dead from the first step: reward exactly at its floor with zero spread on every step, lengths "

@@ -51,6 +51,8 @@ OPTION_DOCS: dict[str, str] = {
              "step (healthy runs only)",
     "length_bias": "none | unexploited: a judge reward that favours longer completions from step 1, which the policy "
                    "never exploits (healthy runs only)",
+    "onset": "drawn: where the signature draws it (mostly 20-70% of the run) | early: in the first 8-20% of the run, "
+             "where warm-up baselines and smoothers have little to stand on (pathological runs only)",
 }
 """Option name -> what its values do (``rlprobe synth --list`` prints this)."""
 
@@ -63,6 +65,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "task": ("default", "easy", "saturating"),
     "spike": ("none", "kl_grad"),
     "length_bias": ("none", "unexploited"),
+    "onset": ("drawn", "early"),
 }
 _RANGES: dict[str, tuple[int, int]] = {"logging_steps": (1, 1000), "points": (5, 10_000), "prompts": (1, 512)}
 HEALTHY_ONLY = ("task", "spike", "length_bias")
@@ -84,6 +87,7 @@ class Options:
     task: str = "default"
     spike: str = "none"
     length_bias: str = "none"
+    onset: str = "drawn"
 
     def changed(self) -> dict[str, Any]:
         """The options that differ from a plain dense run (what a run's truth records)."""
@@ -154,6 +158,10 @@ def _validate(o: Options) -> Options:
 def check_kind(o: Options, sig: str | None, family: str | None, variant: str | None) -> None:
     """A readable ValueError when options do not fit the kind of run asked for."""
     what = sig or f"healthy:{family}"
+    if sig is None and o.onset != "drawn":
+        raise ValueError(f"onset={o.onset} is for pathological runs; {what} has no onset")
+    if o.onset != "drawn" and variant == "dead_start":
+        raise ValueError("a dead_start run fails from its first step; onset=early does not apply")
     if sig is not None:
         for key in HEALTHY_ONLY:
             if getattr(o, key) != getattr(Options(), key):
@@ -193,6 +201,7 @@ DRAW: dict[str, tuple[tuple[Any, float], ...]] = {
     "task": (("default", 0.7), ("easy", 0.18), ("saturating", 0.12)),
     "spike": (("none", 0.88), ("kl_grad", 0.12)),
     "length_bias": (("none", 0.93), ("unexploited", 0.07)),
+    "onset": (("drawn", 0.8), ("early", 0.2)),
     "group_size": ((2, 0.1), (3, 0.05), (4, 0.2), (5, 0.1), (6, 0.1), (8, 0.25), (12, 0.05), (16, 0.15)),
     "variant": (("drawn", 0.6), ("extra", 0.4)),  # extra: one of EXTRA_VARIANTS[sig], equally likely
 }
@@ -233,6 +242,8 @@ def draw_setup(kind: str, seed: int) -> dict[str, Any]:
             o = replace(o, updates=_pick(rng, "updates"))
         if sig is None:
             o = replace(o, task=_pick(rng, "task"), spike=_pick(rng, "spike"), length_bias=_pick(rng, "length_bias"))
+        elif variant != "dead_start":
+            o = replace(o, onset=_pick(rng, "onset"))
         group_size = int(_pick(rng, "group_size")) if o.reward != "default" else 8
         try:
             check_kind(_validate(o), sig, family, variant)

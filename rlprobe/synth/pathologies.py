@@ -3,7 +3,8 @@
 Each signature has ``prepare`` (run-level knobs it needs: algorithm, reward template, fields it
 must log) and ``apply`` (draws a random onset, transition width, magnitude and variant, then
 edits the latents with the correlated symptoms the real failure shows). Onsets are uniform in
-about 20-70% of the run but at least ~15 steps in and with room for the symptom afterwards.
+about 20-70% of the run but at least ~15 steps in and with room for the symptom afterwards
+(with the option onset=early: in the first 8-20% of the run).
 
 The variants in ``EXTRA_VARIANTS`` (dead from the first step, episodes that end, a diverging
 loss, a length bias present from step 1) are made only when asked for, by their own prepare
@@ -28,8 +29,12 @@ from rlprobe.synth.model import GROUP_FIELDS, Ctx, length_stats, pick_cap, set_a
 # helpers
 # --------------------------------------------------------------------------------------------
 def draw_onset(ctx: Ctx, lo: float = 0.2, hi: float = 0.7) -> int:
-    """A random onset index: uniform in [lo, hi] of the run, >= ~15 steps in, room left after."""
+    """A random onset index: uniform in [lo, hi] of the run, >= ~15 steps in, room left after (onset=early: 8-20%)."""
     n = ctx.n
+    if ctx.opts is not None and ctx.opts.onset == "early":  # the first 8-20% of the run, however short
+        o = max(3, min(int(round(ctx.u(0.08, 0.2) * n)), n - max(8, int(0.2 * n))))
+        ctx.onset = o
+        return o
     o = int(round(ctx.u(lo, hi) * n))
     o = max(o, min(15, n // 3))
     o = min(o, n - max(8, int(0.2 * n)))
@@ -648,7 +653,8 @@ def completion_collapse(ctx: Ctx) -> None:
     steps is seen in real runs).
     """
     L, n, S = ctx.L, ctx.n, ctx.S
-    o = max(3, int(round(ctx.u(0.03, 0.7) * n)))
+    early = ctx.opts is not None and ctx.opts.onset == "early"
+    o = max(3, int(round(ctx.u(0.03, 0.15 if early else 0.7) * n)))
     o = min(o, n - max(8, int(0.2 * n)))
     ctx.onset = o
     before = float(np.median(L["lmed"][max(0, o - 10) : o + 1]))
@@ -823,6 +829,30 @@ def truncation_transient(ctx: Ctx) -> None:
                     answer_before_cap=float(L["trunc_pays"][0]))
 
 
+def truncation_answers_before_cap(ctx: Ctx) -> None:
+    """Nearly every completion runs to the cap and stays there, yet reward holds.
+
+    The policy stops emitting EOS but has written its answer before the cap (``trunc_pays``
+    0.75-0.95), so the grader still pays: a truncation failure without reward starvation (the
+    compute is wasted and the run is one step from starving). The onset is the first step
+    where at least half of the completions are expected at the cap.
+    """
+    L, n, P = ctx.L, ctx.n, ctx.P
+    o = draw_onset(ctx, 0.3, 0.8)
+    T = ctx.u(0.9, 0.999)
+    w = width(ctx, 2.0, 30.0, 0.3)
+    s = ramp(n, o, w, "smooth")
+    l_target = math.exp(math.log(P["cap"]) - P["lsig"] * float(norm_ppf(1 - T)))
+    L["lmed"] = geo(L["lmed"], np.maximum(l_target, L["lmed"]), s)
+    L["trunc_pays"] = np.full(n, ctx.u(0.75, 0.95))
+    L["H"] = L["H"] * (1 - ctx.u(0.0, 0.5) * s)
+    trunc, _ = length_stats(L["lmed"], L["lsig"], P["cap"])
+    _holds_from(ctx, (np.arange(n) >= o) & (trunc >= 0.5), ended=False)
+    ctx.variant = "answers_before_cap"
+    ctx.magnitude = T
+    ctx.info.update(truncation_target=T, transition_steps=w, cap=P["cap"], answer_before_cap=float(L["trunc_pays"][0]))
+
+
 def entropy_blowup_transient(ctx: Ctx) -> None:
     """Entropy jumps 3-10x for 5-30 steps (soup to the cap, reward near 0), then the run recovers.
 
@@ -912,7 +942,8 @@ def reward_hack_bias_from_start(ctx: Ctx) -> None:
 
 # variant -> (prepare, apply, forced algorithm or None), per signature
 VARIANT_SPECS: dict[str, dict[str, tuple[Callable[[Ctx], None], Callable[[Ctx], None], str | None]]] = {
-    "TRUNCATION_STARVE": {"dead_start": (_dead_prep, truncation_dead_start, None), "transient": (lambda ctx: None, truncation_transient, None)},
+    "TRUNCATION_STARVE": {"dead_start": (_dead_prep, truncation_dead_start, None), "transient": (lambda ctx: None, truncation_transient, None),
+                          "answers_before_cap": (lambda ctx: None, truncation_answers_before_cap, None)},
     "REWARD_STD_DEATH": {"dead_start": (_dead_prep, reward_std_dead_start, None)},
     "DEGENERATE_GROUPS": {"dead_start": (_degenerate_dead_prep, degenerate_dead_start, "grpo")},
     "ENTROPY_BLOWUP": {"transient": (lambda ctx: None, entropy_blowup_transient, None)},

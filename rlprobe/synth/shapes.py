@@ -104,7 +104,7 @@ def _binary(ctx: Ctx) -> None:
     P["explicit_groups"] = True
     if P["algorithm"] == "grpo":
         G = ctx.group_size
-        fits = [p for p in _PROMPTS if 8 <= G * p <= 128] or [max(1, 16 // G)]
+        fits = [p for p in _PROMPTS if 4 <= G * p <= 128] or [max(1, 16 // G)]
         prompts = o.prompts or int(_pick(ctx, fits))
         P["G"], P["n_groups"] = G, prompts
     else:
