@@ -723,6 +723,8 @@ def _dead_latents(ctx: Ctx) -> None:
     L["curve"] = np.zeros(n)
     L["H"] = np.full(n, float(L["H"][0])) * np.exp(0.01 * ctx.sn(0.05))
     if P["algorithm"] == "grpo":  # zero advantages: no gradient, the policy never leaves the reference
+        for key in ("lmed", "rep"):  # what the policy writes does not drift either; only sampling varies
+            L[key] = np.full(n, float(L[key][0])) * np.exp(0.01 * ctx.sn(0.05))
         L["g"] = np.zeros(n)
         L["kl"] = np.zeros(n)
         L["clip"] = np.full(n, 1e-6)
