@@ -678,3 +678,13 @@ def test_early_onsets_fall_in_the_first_fifth_of_the_run(sig):
         run = make_run(sig, n_steps=400, seed=seed, options={"onset": "early"})
         assert 3 <= run.truth.onset_step <= 0.25 * 400, (sig, seed, run.truth.onset_step)
         assert MAIN_SIGNAL[sig](run) or sig == "REWARD_COLLAPSE", (sig, seed)
+
+
+def test_the_second_update_of_a_batch_without_signal_has_no_gradient_either():
+    make = lambda seed: make_run("healthy:steady", n_steps=300, seed=seed, group_size=4,  # noqa: E731
+                                 options={"updates": 2, "task": "easy", "reward": "binary"})
+    run = next(r for r in map(make, range(40)) if r.truth.params["beta"] == 0)  # no KL term: no signal, no gradient
+    g = run.series["grad_norm"]
+    dead = np.flatnonzero(g[0::2] == 0)
+    assert dead.size  # an easy task with small groups: some batches are all-right
+    assert (g[1::2][dead[dead < len(g[1::2])]] == 0).all()

@@ -132,12 +132,15 @@ def edit_observed(ctx: Ctx, obs: dict[str, np.ndarray]) -> None:
     if o.updates == 2:
         # the second update of a batch re-uses it after the first moved the policy onto it:
         # its gradient is a small remainder, ~1e-3 of the first in the logs that show this
+        # (a batch with no signal gives no gradient to either update)
         second = np.arange(1, n, 2)
+        first = second - 1
         ratio = _lu(ctx, 1e-3, 1e-2)
         shrink = ratio * lognoise(ctx.orng, len(second), 0.3)
-        obs["grad_norm"][second] *= shrink
+        obs["grad_norm"][second] = obs["grad_norm"][first] * shrink
         obs["grad_norm_post_clip"] = np.minimum(obs["grad_norm"], P["max_grad_norm"])
-        obs["weight_update_ratio"][second] *= shrink
+        obs["weight_update_ratio"][second] = obs["weight_update_ratio"][first] * shrink
+        obs["loss"][second] = np.where(obs["grad_norm"][first] == 0, 0.0, obs["loss"][second])
         ctx.info["second_update_grad_ratio"] = ratio
     if o.spike != "none":
         lo, hi = int(0.1 * n), max(int(0.1 * n) + 1, int(0.9 * n))
