@@ -16,7 +16,7 @@ from rlprobe.doctor.episodes import (
 from rlprobe.doctor.findings import SEVERITY_ORDER, Finding, Severity
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import aligned, before_after, level_at_steps, usable
-from rlprobe.doctor.stats import mann_kendall, normal_sf
+from rlprobe.doctor.stats import mann_kendall, normal_sf, trailing_median
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,9 +412,15 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
     if not usable(feat, 20) or not np.isfinite(feat.b_median) or feat.b_median <= 0:
         return None
     n = len(feat)
-    ratio = np.nan_to_num(feat.ratio, nan=1.0)
+    # The level of the grad norm is a trailing median over a tenth of the run (5 to 21 points):
+    # in group-relative RL a step's grad norm depends on how many of its groups carry signal, so
+    # a short median flips between the sizes of informative and empty batches while nothing
+    # grows; growth moves the whole distribution and the long median with it.
+    w = max(5, min(21, n // 10))
+    level = trailing_median(np.asarray(feat.value, dtype=float), w)
+    ratio = np.nan_to_num(level / feat.b_median, nan=1.0)
     sustain = sustain_points(n, p["growth_sustain_frac"], floor=4)
-    logs = np.log(np.maximum(np.nan_to_num(feat.smooth, nan=feat.b_median), 1e-12))
+    logs = np.log(np.maximum(np.nan_to_num(level, nan=feat.b_median), 1e-12))
     episode = find_episode(
         feat,
         warn=ratio >= p["growth_ratio_warn"],
@@ -428,9 +434,22 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
     # growth that has not recovered: a burst of a few steps (after a bad batch) settles back
     if float(np.median(ratio[episode.start :])) < p["growth_ratio_warn"] / 2:
         return None
-    # and that trends up into the episode rather than jumping once
-    lo = max(baseline_end(n), episode.onset - 2 * sustain)
-    trend = mann_kendall(logs[lo : episode.end + 1])
+    # and growth of the whole distribution, its top included: when only the mix of informative
+    # and empty batches changes, the largest grad norms stay what they were before (the 95th
+    # percentile of everything before the onset)
+    raw = np.asarray(feat.value, dtype=float)
+    early = raw[: max(3, episode.onset)]
+    early = early[np.isfinite(early)]
+    if len(early) >= 3:
+        top_early = float(np.percentile(early, 95))
+        tops = [np.nanpercentile(raw[max(0, i - w + 1) : i + 1], 90) for i in range(episode.start, n)]
+        if top_early > 0 and float(np.nanmax(tops)) / top_early < p["growth_ratio_warn"] / 2:
+            return None
+    # and that trends up into and through the episode rather than jumping once: the trend test
+    # runs from before the crossing to the last point that is still elevated
+    elevated_to = int(np.flatnonzero(ratio >= p["growth_ratio_warn"] / 2)[-1])
+    lo = max(baseline_end(n) // 2, episode.onset - 4 * sustain)
+    trend = mann_kendall(logs[lo : max(elevated_to, episode.end) + 1])
     if trend.p_increasing > 1e-3:
         return None
     # the onset: the first logged point of the unbroken run of raw values already departed
@@ -449,50 +468,60 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
         "confidence": confidence(peak / p["growth_ratio_warn"] - 1.0, 2.0, end - episode.start + 1, sustain),
         "first_step": feat.step_at(episode.onset),
         "last_step": int(feat.step_hi[end]),
-        "text": f"grad norm grew to {peak:.0f}x its early level ({feat.b_median:.3g} -> {float(feat.smooth[-1]):.3g} now)",
+        "text": f"grad norm grew to {peak:.0f}x its early level ({feat.b_median:.3g} -> {float(level[-1]):.3g} now)",
         "evidence": {
             "grad_norm_baseline": feat.b_median,
             "grad_norm_peak_ratio": peak,
-            "grad_norm_now": float(feat.smooth[-1]),
+            "grad_norm_now": float(level[-1]),
         },
     }
 
 
 def _loss_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None:
-    """The loss leaving its scale by orders of magnitude (a divergence), judged point by point."""
+    """The loss leaving its scale by orders of magnitude (a divergence), judged point by point.
+
+    Each point is compared with what the loss did before it (never with what came after, so a
+    divergence early in the run is not hidden by its own values): its typical size (median of
+    |loss| so far) and the largest it got (95th percentile of |loss| so far). A policy-gradient
+    loss swings around 0, and a batch with much signal gives a larger one without anything wrong.
+    """
     feat = ctx.features("loss")
     if feat is None or len(feat) < 6:
         return None
-    value = np.asarray(feat.value, dtype=float)
-    mag = np.abs(value)
+    mag = np.abs(np.asarray(feat.value, dtype=float))
     ok = np.isfinite(mag)
     n = len(mag)
-    early = mag[: max(3, baseline_end(n))]
-    early = early[np.isfinite(early)]
-    if len(early) < 3:
-        return None
-    # the loss's own scale early on: its typical size, and the largest it got (a policy-gradient
-    # loss swings around 0; a batch with much signal gives a larger one without anything wrong)
-    typical = max(float(np.median(early)), 1e-12)
-    top = float(np.max(early))
-    threshold = max(p["loss_ratio_warn"] * typical, 10.0 * top, p["loss_abs_min"])
-    high = ok & (mag >= threshold)
     sustain = max(2, min(5, sustain_points(n, 0.02, floor=2)))
-    hit = held_stretch(high, sustain, share=0.5, not_before=1)
-    if hit is None:
-        return None
-    start, end = hit
-    peak = float(np.nanmax(mag[start : end + 1]))
-    ratio = peak / typical
-    severity: Severity = "critical" if ratio >= p["loss_ratio_critical"] or still_holds(high, end, sustain) else "warn"
-    return {
-        "severity": severity,
-        "confidence": confidence(math.log10(ratio) / math.log10(p["loss_ratio_warn"]) - 1.0, 1.0, end - start + 1, sustain, floor=0.55),
-        "first_step": feat.step_at(start),
-        "last_step": int(feat.step_hi[end]),
-        "text": f"the loss diverged from step {feat.step_at(start)}: |loss| reached {peak:.3g}, {ratio:.3g}x its early typical size ({typical:.3g})",
-        "evidence": {"loss_typical_early": typical, "loss_largest_early": top, "loss_peak": peak, "loss_peak_ratio": ratio},
-    }
+    seen: list[float] = []
+    for i in range(n):
+        if not ok[i]:
+            continue
+        if len(seen) >= 5:
+            typical = max(float(np.median(seen)), 1e-12)
+            top = float(np.percentile(seen, 95))
+            threshold = max(p["loss_ratio_warn"] * typical, 10.0 * top, p["loss_abs_min"])
+            if mag[i] >= threshold:
+                high = ok & (mag >= threshold)
+                hit = held_stretch(high, sustain, share=0.5, not_before=i)
+                if hit is not None and hit[0] == i:
+                    start, end = hit
+                    peak = float(np.nanmax(mag[start : end + 1]))
+                    ratio = peak / typical
+                    ongoing = still_holds(high, end, sustain)
+                    severity: Severity = "critical" if ratio >= p["loss_ratio_critical"] or ongoing else "warn"
+                    return {
+                        "severity": severity,
+                        "confidence": confidence(math.log10(ratio) / math.log10(p["loss_ratio_warn"]) - 1.0, 1.0, end - start + 1,
+                                                 sustain, floor=0.55),
+                        "first_step": feat.step_at(start),
+                        "last_step": int(feat.step_hi[end]),
+                        "text": (f"the loss diverged from step {feat.step_at(start)}: |loss| reached {peak:.3g}, {ratio:.3g}x its "
+                                 f"typical size before ({typical:.3g})"),
+                        "evidence": {"loss_typical_before": typical, "loss_largest_before": top, "loss_peak": peak,
+                                     "loss_peak_ratio": ratio},
+                    }
+        seen.append(float(mag[i]))
+    return None
 
 
 @detects("GRAD_PATHOLOGY")
