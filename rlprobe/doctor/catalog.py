@@ -49,11 +49,17 @@ class Signature:
 
 @dataclass(frozen=True)
 class Link:
-    """`cause` produces the picture of `symptom`; `why` says how, in words a finding can quote."""
+    """`cause` produces the picture of `symptom`; `why` says how, in words a finding can quote.
+
+    `implies`: the cause's condition entails the symptom's (every rollout earning the same
+    reward means every group has zero variance), so the cause explains it whatever their
+    onsets and severities say about which came first.
+    """
 
     cause: str
     symptom: str
     why: str
+    implies: bool = False
 
 
 def _p(**params: Any) -> Mapping[str, Any]:
@@ -255,8 +261,11 @@ LINKS: tuple[Link, ...] = (
     Link("GRAD_PATHOLOGY", "REWARD_COLLAPSE", "an oversized or broken update moved the policy somewhere worse"),
     Link("REWARD_STD_DEATH", "REWARD_COLLAPSE", "the policy settled on one output that every rollout repeats"),
     Link("DEGENERATE_GROUPS", "REWARD_COLLAPSE", "the prompts the policy now always fails outnumber those it always solves"),
-    Link("REWARD_STD_DEATH", "ADV_COLLAPSE", "advantages are differences of rewards, and the rewards no longer differ"),
-    Link("DEGENERATE_GROUPS", "ADV_COLLAPSE", "a degenerate group's advantages are all zero"),
+    Link("REWARD_STD_DEATH", "DEGENERATE_GROUPS", "when every rollout earns the same reward every group has zero variance",
+         implies=True),
+    Link("REWARD_STD_DEATH", "ADV_COLLAPSE", "advantages are differences of rewards, and the rewards no longer differ",
+         implies=True),
+    Link("DEGENERATE_GROUPS", "ADV_COLLAPSE", "a degenerate group's advantages are all zero", implies=True),
 )
 """Which signatures explain which. Acyclic: a cause is never, through other links, its own symptom."""
 

@@ -31,15 +31,19 @@ def tolerance(span_steps: int, stride: int = 1) -> int:
     return max(2 * max(1, int(stride)), int(TOLERANCE_FRAC * max(0, span_steps)))
 
 
-def explains(cause: Finding, symptom: Finding, tol: int) -> bool:
-    """True when cause's episode was under way when symptom began (within tol steps)."""
+def explains(cause: Finding, symptom: Finding, tol: int, implies: bool = False) -> bool:
+    """True when cause's episode was under way when symptom began (within tol steps).
+
+    implies: the cause's condition entails the symptom's (Link.implies), so which showed up
+    first or worse does not decide it.
+    """
     if SEVERITY_ORDER[cause.severity] < SEVERITY_ORDER["warn"]:
         return False
     if cause.first_step is None or symptom.first_step is None:
         return False
     # When both showed up at the same logged point (or the cause after), the data cannot order
     # them: then a milder anomaly is not called the root of a more severe one.
-    if cause.first_step >= symptom.first_step and SEVERITY_ORDER[cause.severity] < SEVERITY_ORDER[symptom.severity]:
+    if not implies and cause.first_step >= symptom.first_step and SEVERITY_ORDER[cause.severity] < SEVERITY_ORDER[symptom.severity]:
         return False
     if cause.first_step > symptom.first_step + tol:
         return False
@@ -59,8 +63,8 @@ def apply_links(findings: list[Finding], span_steps: int, stride: int = 1) -> li
     tol = tolerance(span_steps, stride)
     out = []
     for f in findings:
-        candidates = [by_id[link.cause] for link in causes_of(f.signature_id) if link.cause in by_id]
-        candidates = [c for c in candidates if explains(c, f, tol)]
+        candidates = [by_id[link.cause] for link in causes_of(f.signature_id)
+                      if link.cause in by_id and explains(by_id[link.cause], f, tol, link.implies)]
         if not candidates:
             out.append(f)
             continue

@@ -199,6 +199,49 @@ def _pinned(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     ).model_copy(update={"ongoing": True})
 
 
+def _std_drop(feat: MetricFeatures, reward: MetricFeatures | None, p: dict[str, Any]) -> tuple[Episode, float, np.ndarray, int] | None:
+    """reward_std falling from one level to a small fraction of it and staying there, read point by
+    point: (episode, the level before, the ratio to it per point, sustain), or None.
+
+    A within-group std (TRL's reward_std) also dies when the batch polarises (each prompt
+    all-right or all-wrong: DEGENERATE_GROUPS), but then the batch-mean reward keeps moving from
+    step to step as much as it did; when every rollout earns the same reward it stops moving.
+    """
+    value = np.asarray(feat.value, dtype=float)
+    n = len(value)
+    noise = point_noise(value)
+    if not np.isfinite(noise) or noise <= 0:
+        noise = max(1e-9, 0.01 * float(np.nanmax(np.abs(value))) if np.isfinite(value).any() else 1e-9)
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    shifts = level_shifts(value, noise, min_size=3, lookback=max(8, n // 3))
+    for j, shift in enumerate(shifts):
+        # a death in stages counts from the level before its first stage
+        before = shift.before
+        for prev in reversed(shifts[:j]):
+            if prev.after >= prev.before:
+                break
+            before = prev.before
+        if before <= 0 or shift.after > p["ratio_warn"] * before or shift.z > -4.0:
+            continue
+        ratio = value / before
+        dead = np.isfinite(value) & (ratio <= 2.0 * p["ratio_warn"])
+        hit = held_stretch(dead, sustain, not_before=max(0, shift.at - 2))
+        if hit is None or not still_holds(dead, hit[1], sustain):
+            continue
+        start, end = hit
+        if reward is not None:
+            rv = np.asarray(reward.value, dtype=float)
+            lo_step, hi_step = feat.step_at(start), int(feat.step_hi[end])
+            r_during = rv[(reward.step > lo_step + 2 * (feat.step_at(min(end, start + 1)) - lo_step)) & (reward.step <= hi_step)]
+            r_before = rv[reward.step < lo_step]
+            j_during, j_before = point_noise(r_during), point_noise(r_before)
+            if np.isfinite(j_during) and np.isfinite(j_before) and j_before > 0 and j_during >= p["jitter_max"] * j_before:
+                continue  # the batch mean still moves: polarised groups, not one reward for every rollout
+        severity = "critical" if shift.after <= p["ratio_critical"] * before else "warn"
+        return Episode(start, end, severity, start), float(before), np.where(np.isfinite(ratio), ratio, 1.0), sustain
+    return None
+
+
 @detects("REWARD_STD_DEATH")
 def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Reward variance dies: every rollout earns the same reward, so there is nothing to learn from.
@@ -227,33 +270,39 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     if pinned is not None:
         return pinned
     feat = ctx.features("reward_std")
-    if feat is None or len(feat) < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+    if feat is None or len(feat) < 8:
         return None
     grid = Grid.of(ctx)
-    sustain = sustain_points(len(feat), p["sustain_frac"])
-    ratio = np.where(np.isfinite(feat.ratio), feat.ratio, 1.0)
-    dead = (ratio < p["ratio_warn"]) & (feat.z < -2)  # z: a noisy baseline cannot fake a death
     jitter = noise_ratio(ctx, grid, "reward_mean")
-    if jitter is not None:
-        rows = on_rows(grid, feat, jitter)
-        dead &= ~(rows >= p["jitter_max"])
-    episode = find_episode(
-        feat, warn=dead, critical=dead & (ratio < p["ratio_critical"]), sustain=sustain,
-        refine_with=feat.smooth, not_before=baseline_end(len(feat)) // 2,
-    )
-    if episode is None:
-        return None
+    lively = on_rows(grid, feat, jitter) >= p["jitter_max"] if jitter is not None else np.zeros(len(feat), dtype=bool)
+    found = _std_drop(feat, ctx.features("reward_mean"), p)
+    if found is None:
+        if len(feat) < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+            return None
+        sustain = sustain_points(len(feat), p["sustain_frac"])
+        ratio = np.where(np.isfinite(feat.ratio), feat.ratio, 1.0)
+        dead = (ratio < p["ratio_warn"]) & (feat.z < -2) & ~lively  # z: a noisy baseline cannot fake a death
+        episode = find_episode(
+            feat, warn=dead, critical=dead & (ratio < p["ratio_critical"]), sustain=sustain,
+            refine_with=feat.smooth, not_before=baseline_end(len(feat)) // 2,
+        )
+        if episode is None:
+            return None
+        std_before = float(feat.b_median)
+    else:
+        episode, std_before, ratio, sustain = found
     g_on = int(grid.index_of(feat.step[episode.onset : episode.onset + 1])[0])
     g_start = int(grid.index_of(feat.step[episode.start : episode.start + 1])[0])
     g_end = int(grid.index_of(feat.step[episode.end : episode.end + 1])[0])
     pre = max(3, 2 * sustain)
     way, moves = direction(ctx, grid, g_on, g_end, pre)
-    variant = {"up": "saturated", "down": "collapsed"}.get(way, "pinned")
+    # up into the death, or sitting at the top of its own range: saturated; down, or at the bottom: collapsed
+    variant = {"up": "saturated", "high": "saturated", "down": "collapsed", "low": "collapsed"}.get(way, "pinned")
     lowest = float(np.min(ratio[episode.start : episode.end + 1]))
     evidence: dict[str, Any] = {
         "variant": variant,
         "lowest_ratio_to_baseline": lowest,
-        "reward_std_baseline": feat.b_median,
+        "reward_std_baseline": std_before,
         "reward_std_now": float(feat.smooth[-1]),
         **moves,
     }
