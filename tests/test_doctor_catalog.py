@@ -99,8 +99,12 @@ def test_what_a_cause_must_be_to_explain() -> None:
     assert not explains(f("TRUNCATION_STARVE", "info", 90, 200), symptom, tol=10)  # info explains nothing
     assert not explains(f("TRUNCATION_STARVE", "warn", 150, 200), symptom, tol=10)  # began well after
     assert not explains(f("TRUNCATION_STARVE", "warn", 10, 40), symptom, tol=10)  # over long before
-    # over while the symptom goes on long after: something else keeps it going
+    # a mild cause, over while the symptom goes on long after: something else keeps it going
     assert not explains(f("TRUNCATION_STARVE", "warn", 95, 110, ongoing=False), symptom, tol=10)
+    # a severe one can leave lasting damage
+    severe = f("TRUNCATION_STARVE", "warn", 95, 110, ongoing=False)
+    severe.evidence["severity_while_it_held"] = "critical"
+    assert explains(severe, symptom, tol=10)
     # showed up at the same logged point, milder: not called the root of a severe symptom
     assert not explains(f("ENTROPY_BLOWUP", "warn", 95, 200), f("TRUNCATION_STARVE", "critical", 95, 200), tol=10)
     assert explains(f("ENTROPY_BLOWUP", "warn", 80, 200), f("TRUNCATION_STARVE", "critical", 95, 200), tol=10)

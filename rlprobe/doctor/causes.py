@@ -7,8 +7,8 @@ causes: a cause explains it when the cause is at least a warning (and, if it did
 the symptom, at least as severe: a mild anomaly that shows up together with a severe one is not
 called its root), and its episode was under way
 when the symptom began (it began no later than shortly after the symptom, and had not ended
-well before it), and, if the cause has ended, the symptom did not outlast it by much (a cause
-that is over cannot explain what still holds long after). Of several causes the one that began
+well before it), and, if the cause has ended, it was severe while it held or the symptom did not
+outlast it by much (a mild cause that is over cannot explain what still holds long after). Of several causes the one that began
 first wins. Nothing else changes about the
 symptom: its severity, confidence and evidence stay what its own detector said, so disabling the
 cause in doctor.toml (or a cause that does not fire) leaves the symptom exactly as it would be
@@ -41,18 +41,22 @@ def explains(cause: Finding, symptom: Finding, tol: int, implies: bool = False) 
         return False
     if cause.first_step is None or symptom.first_step is None:
         return False
-    # When both showed up at the same logged point (or the cause after), the data cannot order
-    # them: then a milder anomaly is not called the root of a more severe one.
-    if not implies and cause.first_step >= symptom.first_step and SEVERITY_ORDER[cause.severity] < SEVERITY_ORDER[symptom.severity]:
-        return False
     if cause.first_step > symptom.first_step + tol:
         return False
     last = cause.last_step if cause.last_step is not None else cause.first_step
     if last < symptom.first_step - tol:
         return False
-    # a cause that ended cannot explain a symptom that still holds long after it: something
-    # else keeps it going
-    if cause.ongoing is False and symptom.ongoing is not False and symptom.last_step is not None and last + tol < symptom.last_step:
+    # an episode that ended is reported at most as a warning; what it was while it held counts here
+    worst = max(SEVERITY_ORDER[cause.severity], SEVERITY_ORDER.get(str(cause.evidence.get("severity_while_it_held")), 0))
+    # A mild cause that ended cannot explain a symptom that still holds long after it: something
+    # else keeps it going. A severe one can leave lasting damage (a policy knocked far from the
+    # reference stays far after its entropy came back).
+    if (cause.ongoing is False and symptom.ongoing is not False and symptom.last_step is not None
+            and last + tol < symptom.last_step and worst < SEVERITY_ORDER["critical"]):
+        return False
+    # When both showed up at the same logged point (or the cause after), the data cannot order
+    # them: then a milder anomaly is not called the root of a more severe one.
+    if not implies and cause.first_step >= symptom.first_step and worst < SEVERITY_ORDER[symptom.severity]:
         return False
     return True
 

@@ -180,6 +180,7 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
             severity = "warn"
             what += " It was so from the first steps: the cap is too short for the initial policy."
     if not ongoing:
+        evidence["severity_while_it_held"] = severity
         severity = "warn" if severity == "critical" else severity
         what += f" It lasted to step {last_step}; the share has since fallen to {now:.0%}: the run recovered."
     len_max = ctx.features("completion_len_max")
@@ -291,6 +292,7 @@ def completion_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | No
     first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
     when = f"from step {first_step}"
     if not ongoing:
+        evidence["severity_while_it_held"] = severity
         severity = "warn" if severity == "critical" else severity
         when += f" to step {last_step}; they have grown back since (now {evidence['completion_len_now']:.0f} tokens)"
     strength = p["ratio_warn"] / max(during / reference, 1e-3) - 1.0

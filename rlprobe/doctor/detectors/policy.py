@@ -39,7 +39,8 @@ def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Ep
         return None
     y = np.where(ok, np.log(np.where(ok, value, 1.0)), np.nan)
     noise = max(point_noise(y), math.log(1.02))
-    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    # a blow-up is a jump of several times in level: a few points confirm it, however long the run
+    sustain = min(8, sustain_points(n, p["sustain_frac"], floor=3))
     for shift in level_shifts(y, noise, min_size=3, lookback=max(8, n // 3)):
         rise = shift.after - shift.before
         if rise < math.log(p["ratio_warn"]) or shift.z < p["z_min"]:
@@ -53,7 +54,7 @@ def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Ep
         ongoing = still_holds(cond, end, sustain)
         if start < 0.05 * n and not ongoing:
             continue  # a warm-up transient
-        severity = "critical" if rise >= math.log(p["ratio_critical"]) and ongoing else "warn"
+        severity = "critical" if rise >= math.log(p["ratio_critical"]) else "warn"
         return Episode(start, end, severity, start), math.exp(shift.before), math.exp(shift.after), ongoing
     return None
 
@@ -149,7 +150,7 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     if hit is None:
         return None
     episode, before, after, ongoing = hit
-    sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
+    sustain = min(8, sustain_points(len(feat), p["sustain_frac"], floor=3))
     value = np.asarray(feat.value, dtype=float)
     seg = value[episode.start : episode.end + 1]
     peak = float(np.nanmax(seg))
@@ -169,6 +170,9 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         if other is not None and len(other):
             evidence[f"{metric}_before"] = level_at_steps(other, -2**62, first_step - 1)
             evidence[f"{metric}_while_high"] = level_at_steps(other, first_step, last_step)
+    if not ongoing:  # one the run came back from is a warning, whatever it was while it held
+        evidence["severity_while_it_held"] = episode.severity
+        episode = Episode(episode.start, episode.end, "warn", episode.onset)
     text = (f"Policy entropy jumped from {before:.3g} to {after:.3g} ({after / before:.1f}x the level before, peak "
             f"{peak:.3g}) from step {first_step}")
     if ongoing:
