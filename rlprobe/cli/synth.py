@@ -54,7 +54,7 @@ def _list() -> None:
 @click.option("--noise", type=click.FloatRange(min=0.0), default=None, help="Noise scale (1 = typical; default: drawn from the seed).")
 @click.option("--samples-every", type=click.IntRange(min=0), default=1, show_default=True, help="Log samples every N steps (0 = none).")
 @click.option("--group-size", type=click.IntRange(min=2), default=8, show_default=True, help="GRPO completions per prompt.")
-@click.option("--variant", default=None, help="A variant made only on request (dead_start, transient, loss_divergence, "
+@click.option("--variant", default=None, help="A variant made only on request (dead_start, transient, answers_before_cap, loss_divergence, "
               "bias_from_start; see --list).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="A real-log shape, e.g. logging=sparse, reward=binary, placeholders=entropy_mean (see --list).")
