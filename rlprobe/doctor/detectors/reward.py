@@ -199,6 +199,20 @@ def _pinned(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     ).model_copy(update={"ongoing": True})
 
 
+def _mean_still_moves(feat: MetricFeatures, reward: MetricFeatures | None, start: int, end: int, share: float) -> bool:
+    """True when the batch-mean reward keeps moving from step to step over feat's points [start, end]
+    at least `share` as much as it did before: the groups polarised (each all-right or all-wrong),
+    so a within-group std died while rollouts still earn different rewards."""
+    if reward is None:
+        return False
+    rv = np.asarray(reward.value, dtype=float)
+    lo_step, hi_step = feat.step_at(start), int(feat.step_hi[end])
+    skip = 2 * (feat.step_at(min(end, start + 1)) - lo_step)  # the fall itself is not jitter
+    j_during = point_noise(rv[(reward.step > lo_step + skip) & (reward.step <= hi_step)])
+    j_before = point_noise(rv[reward.step < lo_step])
+    return bool(np.isfinite(j_during) and np.isfinite(j_before) and j_before > 0 and j_during >= share * j_before)
+
+
 def _std_drop(feat: MetricFeatures, reward: MetricFeatures | None, p: dict[str, Any]) -> tuple[Episode, float, np.ndarray, int] | None:
     """reward_std falling from one level to a small fraction of it and staying there, read point by
     point: (episode, the level before, the ratio to it per point, sustain), or None.
@@ -229,14 +243,8 @@ def _std_drop(feat: MetricFeatures, reward: MetricFeatures | None, p: dict[str, 
         if hit is None or not still_holds(dead, hit[1], sustain):
             continue
         start, end = hit
-        if reward is not None:
-            rv = np.asarray(reward.value, dtype=float)
-            lo_step, hi_step = feat.step_at(start), int(feat.step_hi[end])
-            r_during = rv[(reward.step > lo_step + 2 * (feat.step_at(min(end, start + 1)) - lo_step)) & (reward.step <= hi_step)]
-            r_before = rv[reward.step < lo_step]
-            j_during, j_before = point_noise(r_during), point_noise(r_before)
-            if np.isfinite(j_during) and np.isfinite(j_before) and j_before > 0 and j_during >= p["jitter_max"] * j_before:
-                continue  # the batch mean still moves: polarised groups, not one reward for every rollout
+        if _mean_still_moves(feat, reward, start, end, p["jitter_max"]):
+            continue  # polarised groups, not one reward for every rollout
         severity = "critical" if shift.after <= p["ratio_critical"] * before else "warn"
         return Episode(start, end, severity, start), float(before), np.where(np.isfinite(ratio), ratio, 1.0), sustain
     return None
@@ -286,7 +294,7 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             feat, warn=dead, critical=dead & (ratio < p["ratio_critical"]), sustain=sustain,
             refine_with=feat.smooth, not_before=baseline_end(len(feat)) // 2,
         )
-        if episode is None:
+        if episode is None or _mean_still_moves(feat, ctx.features("reward_mean"), episode.start, episode.end, p["jitter_max"]):
             return None
         std_before = float(feat.b_median)
     else:
