@@ -847,7 +847,19 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
         refine_with=feat.smooth, not_before=baseline_end(len(feat)) // 2,
     )
     if episode is None:
-        return None
+        # a short or sparse log: the smoothed ratio lags a few points behind a growth that the
+        # logged points already show, so read them as they are (a few points confirm it)
+        raw = np.asarray(feat.value, dtype=float) / feat.b_median
+        raw_grow = np.isfinite(raw) & (raw >= p["ratio_warn"]) & (np.nan_to_num(feat.z_raw) > 3)
+        short_sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
+        hit = held_stretch(raw_grow, short_sustain, not_before=baseline_end(len(feat)) // 2)
+        if hit is None:
+            return None
+        start, end = hit
+        crit = float(np.nanmedian(raw[start : end + 1])) >= p["ratio_critical"]
+        episode = Episode(start, end, "critical" if crit else "warn", start)
+        ratio = np.where(np.isfinite(raw), raw, 1.0)
+        sustain = short_sustain
     episode = hinge_onset(episode, feat.smooth, baseline_end(len(feat)), sustain)
     g_on, g_start, g_end = (int(grid.index_of(feat.step[k : k + 1])[0]) for k in (episode.onset, episode.start, episode.end))
     pre = max(5, 2 * sustain, g_start - g_on)
