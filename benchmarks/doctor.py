@@ -1,14 +1,15 @@
-"""How long `rlprobe doctor` takes: one 100k-step run, and a root of 100 runs x 10k steps.
+"""How long `rlprobe doctor` takes: one 10k-step run, one 100k-step run, and a root of 100 runs x 10k steps.
 
 Runs are synthetic (rlprobe.synth) and written with RunWriter directly (no samples, so the
 build is quick); the doctor is timed end to end through the library (diagnose_path) and once
 through the CLI. The same-run baseline is a full scan of the steps view (open + SELECT *),
 which every diagnosis has to pay at least once: the ratio says what the detectors add.
 
-    python benchmarks/doctor.py            # 100k-step run, root of 100 x 10k steps
-    python benchmarks/doctor.py --quick    # 20k-step run, root of 10 x 2k steps
+    python benchmarks/doctor.py            # 10k- and 100k-step runs, root of 100 x 10k steps
+    python benchmarks/doctor.py --quick    # 10k- and 20k-step runs, root of 10 x 2k steps
 
-Targets (issue 3): < 2 s on the 100k-step run, < 20 s on the root.
+Targets: < 1 s in-process on the 10k-step run (issue 12), < 2 s on the 100k-step run and
+< 20 s on the root (issue 3).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def main() -> None:
         tmp_path = Path(tmp)
         t0 = time.perf_counter()
         build(tmp_path / "big", "ENTROPY_COLLAPSE", big_steps, 7)
+        build(tmp_path / "ten", "ENTROPY_COLLAPSE", 10_000, 8)
         kinds = ["healthy", "KL_BLOWUP", "ENTROPY_COLLAPSE", "CLIP_SATURATION", "REWARD_HACK_LENGTH"]
         for i in range(root_runs):
             build(tmp_path / "root" / f"team-{i % 7}" / f"run-{i:03d}", kinds[i % len(kinds)], root_steps, i)
@@ -74,7 +76,8 @@ def main() -> None:
             open_store(path).table("SELECT * FROM steps")
 
         rows = []
-        for label, path, limit in (("run of %d steps" % big_steps, tmp_path / "big", 2.0),
+        for label, path, limit in (("run of 10000 steps", tmp_path / "ten", 1.0),
+                                   ("run of %d steps" % big_steps, tmp_path / "big", 2.0),
                                    ("root of %d x %d steps" % (root_runs, root_steps), tmp_path / "root", 20.0)):
             base = median(times(lambda: scan(path), args.repeats))
             doc = median(times(lambda: diagnose_path(path), args.repeats))

@@ -146,10 +146,15 @@ def binary_segmentation(x: np.ndarray, penalty: float | None = None, min_size: i
             if b - a < 2 * min_size:
                 continue
             whole = _segment_cost(csum, csum2, a, b)
-            for k in range(a + min_size, b - min_size + 1):
-                gain = whole - _segment_cost(csum, csum2, a, k) - _segment_cost(csum, csum2, k, b)
-                if best is None or gain > best[0]:
-                    best = (gain, k, a, b)
+            ks = np.arange(a + min_size, b - min_size + 1)
+            left_n, right_n = ks - a, b - ks
+            left_s, right_s = csum[ks] - csum[a], csum[b] - csum[ks]
+            left = csum2[ks] - csum2[a] - left_s * left_s / left_n
+            right = csum2[b] - csum2[ks] - right_s * right_s / right_n
+            gains = whole - left - right
+            i = int(np.argmax(gains))  # the first of equal gains, as the loop it replaces
+            if best is None or gains[i] > best[0]:
+                best = (float(gains[i]), int(ks[i]), a, b)
         if best is None or best[0] <= penalty:
             break
         _, k, a, b = best
@@ -407,17 +412,6 @@ def binomial_sd(p: float, n: int, span: float = 1.0) -> float:
         return float("nan")
     q = min(max(p, 0.5 / n), 1.0 - 0.5 / n)
     return span * math.sqrt(q * (1.0 - q) / n)
-
-
-def wilson_interval(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval for a proportion of k successes in n trials."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = k / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def point_noise(x: np.ndarray) -> float:

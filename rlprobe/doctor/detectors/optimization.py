@@ -715,26 +715,29 @@ def train_inference_mismatch(ctx: DetectorContext, p: dict[str, Any]) -> Finding
     if not usable(feat, 6):
         return None
     n = len(feat)
+    # two readings: a drift against the early level (smoothed, walked back to where it departed),
+    # and a jump against the level just before it (point by point, which also sees a jump inside
+    # the early window); the one that shows it first is reported
+    drift = None
+    if n >= 10 and np.isfinite(feat.b_median) and feat.b_median > 0:
+        sustain = sustain_points(n, p["sustain_frac"])
+        smooth = np.nan_to_num(feat.smooth, nan=feat.b_median)
+        ratio = smooth / feat.b_median
+        robust = np.nan_to_num(feat.z) > 3
+        warn = (ratio >= p["ratio_warn"]) & (smooth >= p["abs_floor"]) & robust
+        critical = warn & (ratio >= p["ratio_critical"])
+        found = find_episode(feat, warn, critical, sustain, refine_with=np.log(np.maximum(smooth, 1e-12)), not_before=baseline_end(n) // 2)
+        if found is not None:
+            drift = (back_to_departure(found, ratio >= p["departure_ratio"], baseline_end(n) // 2), float(feat.b_median), smooth, sustain)
+    jump = None
     jumped = _mismatch_jump(feat, p)
     if jumped is not None:
-        episode, base = jumped
-        s = np.asarray(feat.value, dtype=float)
-        s = np.where(np.isfinite(s), s, base)
-        sustain = min(8, sustain_points(n, p["sustain_frac"], floor=3))
-    else:
-        if n < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
-            return None
-        base = float(feat.b_median)
-        sustain = sustain_points(n, p["sustain_frac"])
-        s = np.nan_to_num(feat.smooth, nan=feat.b_median)
-        ratio = s / feat.b_median
-        robust = np.nan_to_num(feat.z) > 3
-        warn = (ratio >= p["ratio_warn"]) & (s >= p["abs_floor"]) & robust
-        critical = warn & (ratio >= p["ratio_critical"])
-        episode = find_episode(feat, warn, critical, sustain, refine_with=np.log(np.maximum(s, 1e-12)), not_before=baseline_end(n) // 2)
-        if episode is None:
-            return None
-        episode = back_to_departure(episode, ratio >= p["departure_ratio"], baseline_end(n) // 2)
+        raw = np.asarray(feat.value, dtype=float)
+        jump = (jumped[0], jumped[1], np.where(np.isfinite(raw), raw, jumped[1]), min(8, sustain_points(n, p["sustain_frac"], floor=3)))
+    options = [o for o in (drift, jump) if o is not None]
+    if not options:
+        return None
+    episode, base, s, sustain = min(options, key=lambda o: o[0].onset)
     first_step, last_step = episode.steps(feat)
     window = slice(episode.start, episode.end + 1)
     peak = float(np.max(s[window]))

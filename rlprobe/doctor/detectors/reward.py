@@ -162,6 +162,14 @@ def _pinned(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     hit = held_stretch(dead, sustain)
     if hit is None or hit[0] > 1 or not still_holds(dead, hit[1], sustain):
         return None
+    # every step, not most: a small batch of a sparse reward has steps where all its rollouts
+    # agree and steps where they do not, and a batch mean that jumps between values
+    if float(np.mean(dead[np.isfinite(np.asarray(base.value, dtype=float))])) < 0.95:
+        return None
+    if np.isfinite(level) and np.isfinite(rv).sum() >= 5:
+        near = np.abs(rv[np.isfinite(rv)] - level) <= max(p["dead_rel"] * scale, 1e-9)
+        if float(np.mean(near)) < 0.9:
+            return None
     start, end = hit
     first_step, last_step = base.step_at(start), int(base.step_hi[end])
     opening_end = base.step_at(min(end, start + max(3, sustain) - 1))
@@ -227,6 +235,19 @@ def _std_drop(feat: MetricFeatures, reward: MetricFeatures | None, p: dict[str, 
     if not np.isfinite(noise) or noise <= 0:
         noise = max(1e-9, 0.01 * float(np.nanmax(np.abs(value))) if np.isfinite(value).any() else 1e-9)
     sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    # the plainest death: reward_std exactly 0 from some step to the end, after it had a spread
+    zero = np.isfinite(value) & (value == 0.0)
+    hit = held_stretch(zero, sustain)
+    while hit is not None:
+        start, end = hit
+        earlier = value[:start][np.isfinite(value[:start])]
+        if (still_holds(zero, end, sustain) and float(np.mean(zero[start:][np.isfinite(value[start:])])) >= 0.95
+                and len(earlier) >= sustain and float(np.mean(earlier > 0)) >= 0.5):
+            if not _mean_still_moves(feat, reward, start, end, p["jitter_max"]):
+                before = float(np.median(earlier[earlier > 0]))
+                return Episode(start, end, "critical", start), before, np.where(np.isfinite(value), value / before, 1.0), sustain
+            break
+        hit = held_stretch(zero, sustain, not_before=end + 1)
     shifts = level_shifts(value, noise, min_size=3, lookback=max(8, n // 3))
     for j, shift in enumerate(shifts):
         # a death in stages counts from the level before its first stage
@@ -237,12 +258,16 @@ def _std_drop(feat: MetricFeatures, reward: MetricFeatures | None, p: dict[str, 
             before = prev.before
         if before <= 0 or shift.after > p["ratio_warn"] * before or shift.z > -4.0:
             continue
+        if shift.at - shift.start < sustain:
+            continue  # the level before is a blip of a few points, not a spread the rewards had
         ratio = value / before
         dead = np.isfinite(value) & (ratio <= 2.0 * p["ratio_warn"])
         hit = held_stretch(dead, sustain, not_before=max(0, shift.at - 2))
         if hit is None or not still_holds(dead, hit[1], sustain):
             continue
         start, end = hit
+        if float(np.mean(dead[start:][np.isfinite(value[start:])])) < 0.9:
+            continue  # spread comes back on a tenth of the steps or more: not dead
         if _mean_still_moves(feat, reward, start, end, p["jitter_max"]):
             continue  # polarised groups, not one reward for every rollout
         severity = "critical" if shift.after <= p["ratio_critical"] * before else "warn"
@@ -388,6 +413,8 @@ def _every_group_degenerate(ctx: DetectorContext, feat: MetricFeatures, p: dict[
     if hit is None or not still_holds(high, hit[1], sustain):
         return None
     start, end = hit
+    if float(np.mean(high[start:][ok[start:]])) < 0.95:
+        return None  # most steps, not every one: a small batch with an informative group now and then
     first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
     held = nanmedian(value[start : end + 1])
     reward = ctx.features("reward_mean")
@@ -480,6 +507,8 @@ def _all_wrong_from_start(ctx: DetectorContext, feat: MetricFeatures, p: dict[st
     if hit is None or hit[0] > 1 or not still_holds(high, hit[1], sustain):
         return None
     start, end = hit
+    if float(np.mean(high[ok])) < 0.95:
+        return None  # most steps, not every one: a small batch with an informative group now and then
     first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
     reward = ctx.features("reward_mean")
     level = float("nan")
@@ -694,6 +723,8 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             if prev.after >= prev.before:
                 break
             top, top_lo = prev.before, prev.start
+        if shift.at - top_lo < sustain:
+            continue  # the level before is a blip of a few points, not a level the reward held
         height = top - floor
         bottom = min(shift.after, final)
         share = (top - bottom) / height
@@ -721,15 +752,15 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             "reward_noise_per_point": noise,
             "reward_opening": opening,
         }
-        improved = f" after improving from {opening:.3g}" if top - opening > 2.0 * noise else ""
+        improved = f" (after improving from {opening:.3g})" if top - opening > 2.0 * noise else ""
         since = (f"and has not recovered (last points: {final:.3g})" if final <= shift.after + 0.25 * (top - shift.after)
                  else f"and has only partly recovered (last points: {final:.3g})")
         strength = share / p["drop_warn"] - 1.0
         return make_finding(
             ctx, "REWARD_COLLAPSE", Episode(start, end, severity, start), feat,
             confidence(strength, 0.6, end - start + 1, sustain, floor=0.45),
-            f"Reward collapsed from step {first_step}: its level fell from {top:.3g} (steps {before_lo}-"
-            f"{feat.step_at(max(0, shift.at - 1))}){improved} to {shift.after:.3g}"
+            f"Reward collapsed from step {first_step}: its level fell from {top:.3g} over steps {before_lo}-"
+            f"{feat.step_at(max(0, shift.at - 1))}{improved} to {shift.after:.3g}"
             + (f" and then {bottom:.3g}" if bottom < shift.after - 2.0 * noise else "")
             + f", losing {share:.0%} of its height above {floor:.3g} ({-shift.z:.0f} standard errors), {since}.",
             evidence,
