@@ -190,11 +190,11 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "DEGENERATE_GROUPS", "Zero-variance GRPO groups dominate", "reward",
-        "warn when most groups that gave signal early have gone degenerate; critical at level_critical or when every "
-        "group is degenerate at the reward's floor",
+        "warn when most groups that gave signal early have gone degenerate; critical at level_critical, or when (nearly) "
+        "every group is degenerate to the end (no learning signal) unless every prompt is solved (info)",
         needs_all=("zero_variance_group_frac",),
-        params=_p(level_warn=0.75, level_critical=0.85, baseline_max=0.5, closure_min=0.82, closure_floor=0.7, rise_z=3.0,
-                  jitter_min=0.6, jitter_strong=1.0, within_share_max=0.25, sustain_frac=0.03),
+        params=_p(level_warn=0.75, level_critical=0.85, every_min=0.98, baseline_max=0.5, closure_min=0.82, closure_floor=0.7,
+                  rise_z=3.0, jitter_min=0.6, jitter_strong=1.0, within_share_max=0.25, sustain_frac=0.03),
         noun="zero-variance groups",
     ),
     Signature(

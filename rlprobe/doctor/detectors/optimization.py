@@ -16,7 +16,7 @@ from rlprobe.doctor.episodes import (
 from rlprobe.doctor.findings import SEVERITY_ORDER, Finding, Severity
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import aligned, before_after, level_at_steps, usable
-from rlprobe.doctor.stats import mann_kendall, normal_sf, trailing_median
+from rlprobe.doctor.stats import level_shifts, mann_kendall, normal_sf, point_noise, trailing_median
 
 
 # ---------------------------------------------------------------------------------------------
@@ -671,6 +671,33 @@ def stale_rollouts(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
 # ---------------------------------------------------------------------------------------------
 # TRAIN_INFERENCE_MISMATCH
 # ---------------------------------------------------------------------------------------------
+def _mismatch_jump(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, float] | None:
+    """A jump of the log-prob gap to ratio_warn times the level just before it (above abs_floor),
+    read point by point from log levels, so a jump inside the early window is judged against
+    what came before it: (episode, the level before), or None."""
+    value = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(value) & (value > 0)
+    if ok.sum() < 6:
+        return None
+    y = np.where(ok, np.log(np.where(ok, value, 1.0)), np.nan)
+    noise = max(point_noise(y), math.log(1.02))
+    n = len(value)
+    sustain = min(8, sustain_points(n, p["sustain_frac"], floor=3))
+    for shift in level_shifts(y, noise, min_size=3, lookback=max(8, n // 3)):
+        rise = shift.after - shift.before
+        if rise < math.log(p["ratio_warn"]) or shift.z < 4.0 or math.exp(shift.after) < p["abs_floor"]:
+            continue
+        line = shift.before + 0.5 * rise
+        cond = ok & (y >= line)
+        hit = held_stretch(cond, sustain, not_before=max(0, shift.at - 2))
+        if hit is None:
+            continue
+        start, end = hit
+        severity: Severity = "critical" if rise >= math.log(p["ratio_critical"]) else "warn"
+        return Episode(start, end, severity, start), math.exp(shift.before)
+    return None
+
+
 @detects("TRAIN_INFERENCE_MISMATCH")
 def train_inference_mismatch(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """The rollout engine's log-probs drift away from the trainer's for the same tokens.
@@ -685,27 +712,37 @@ def train_inference_mismatch(ctx: DetectorContext, p: dict[str, Any]) -> Finding
     entropy blew up (noise tokens are where kernels disagree most) is left to ENTROPY_BLOWUP.
     """
     feat = ctx.features("logprob_mismatch")
-    if not usable(feat) or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+    if not usable(feat, 6):
         return None
     n = len(feat)
-    sustain = sustain_points(n, p["sustain_frac"])
-    s = np.nan_to_num(feat.smooth, nan=feat.b_median)
-    ratio = s / feat.b_median
-    robust = np.nan_to_num(feat.z) > 3
-    warn = (ratio >= p["ratio_warn"]) & (s >= p["abs_floor"]) & robust
-    critical = warn & (ratio >= p["ratio_critical"])
-    episode = find_episode(feat, warn, critical, sustain, refine_with=np.log(np.maximum(s, 1e-12)), not_before=baseline_end(n) // 2)
-    if episode is None:
-        return None
-    episode = back_to_departure(episode, ratio >= p["departure_ratio"], baseline_end(n) // 2)
+    jumped = _mismatch_jump(feat, p)
+    if jumped is not None:
+        episode, base = jumped
+        s = np.asarray(feat.value, dtype=float)
+        s = np.where(np.isfinite(s), s, base)
+        sustain = min(8, sustain_points(n, p["sustain_frac"], floor=3))
+    else:
+        if n < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+            return None
+        base = float(feat.b_median)
+        sustain = sustain_points(n, p["sustain_frac"])
+        s = np.nan_to_num(feat.smooth, nan=feat.b_median)
+        ratio = s / feat.b_median
+        robust = np.nan_to_num(feat.z) > 3
+        warn = (ratio >= p["ratio_warn"]) & (s >= p["abs_floor"]) & robust
+        critical = warn & (ratio >= p["ratio_critical"])
+        episode = find_episode(feat, warn, critical, sustain, refine_with=np.log(np.maximum(s, 1e-12)), not_before=baseline_end(n) // 2)
+        if episode is None:
+            return None
+        episode = back_to_departure(episode, ratio >= p["departure_ratio"], baseline_end(n) // 2)
     first_step, last_step = episode.steps(feat)
     window = slice(episode.start, episode.end + 1)
     peak = float(np.max(s[window]))
     evidence: dict[str, Any] = {
-        "logprob_mismatch_baseline": feat.b_median,
+        "logprob_mismatch_baseline": base,
         "logprob_mismatch_during": float(np.median(s[window])),
         "logprob_mismatch_peak": peak,
-        "peak_ratio_to_baseline": peak / feat.b_median,
+        "peak_ratio_to_baseline": peak / base,
     }
     for metric in ("clip_fraction", "ratio_mean", "entropy_mean", "reward_mean"):
         pair = before_after(ctx, metric, first_step, last_step)
@@ -714,9 +751,9 @@ def train_inference_mismatch(ctx: DetectorContext, p: dict[str, Any]) -> Finding
     evidence.update(_offpolicy_correlations(ctx, ("corr_mismatch_clip", "corr_mismatch_entropy")))
     return make_finding(
         ctx, "TRAIN_INFERENCE_MISMATCH", episode, feat,
-        confidence(peak / feat.b_median / p["ratio_warn"] - 1.0, 2.0, episode.end - episode.start + 1, sustain),
-        f"The inference engine's log-probs drifted from the trainer's: the gap grew from {feat.b_median:.2g} "
-        f"to {peak:.2g} nats/token ({peak / feat.b_median:.0f}x). Updates are off-policy without being corrected for it.",
+        confidence(peak / base / p["ratio_warn"] - 1.0, 2.0, episode.end - episode.start + 1, sustain),
+        f"The inference engine's log-probs drifted from the trainer's: the gap grew from {base:.2g} "
+        f"to {peak:.2g} nats/token ({peak / base:.0f}x) from step {first_step}. Updates are off-policy without being corrected for it.",
         evidence,
         [
             "Check weights are synced to the inference engine every step, and that it runs the same dtype (no quantisation) as the trainer.",

@@ -377,6 +377,85 @@ def within_share(ctx: DetectorContext, grid: Grid) -> np.ndarray | None:
     return np.where(alive, ffill(share / base), np.nan)
 
 
+def _every_group_degenerate(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
+    """(Nearly) every group degenerate on every step of a stretch that lasts to the end: no group
+    gives any gradient, so the run has no learning signal at all, whatever the reward is."""
+    value = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(value)
+    sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
+    high = ok & (value >= p["every_min"])
+    hit = held_stretch(high, sustain)
+    if hit is None or not still_holds(high, hit[1], sustain):
+        return None
+    start, end = hit
+    first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
+    held = nanmedian(value[start : end + 1])
+    reward = ctx.features("reward_mean")
+    rv = np.asarray(reward.value, dtype=float)[(reward.step >= first_step) & (reward.step <= last_step)] if reward is not None else np.array([])
+    level = nanmedian(rv) if len(rv) else float("nan")
+    since = "from the first logged step" if start <= 1 else f"from step {first_step}"
+    evidence: dict[str, Any] = {"variant": "every_group", "zero_variance_group_frac_while_held": held,
+                                "reward_mean_while_held": level}
+    if np.isfinite(level) and reward_at_ceiling(level, np.asarray(reward.value, dtype=float)):
+        severity, verdict = "info", "every prompt is solved by every rollout: the data has nothing left to teach"
+    else:
+        why = reward_at_floor(ctx, level, first_step, last_step) if np.isfinite(level) else None
+        severity = "critical"
+        verdict = (f"all-wrong ({why})" if why else "each prompt's rollouts all right or all wrong alike") + \
+            ": no group gives any gradient, so the run has no learning signal at all"
+    return make_finding(
+        ctx, "DEGENERATE_GROUPS", Episode(start, end, severity, start), feat,
+        confidence(1.0, 1.0, end - start + 1, sustain, floor=0.6),
+        f"{held:.0%} of GRPO groups have zero reward variance {since} (to step {last_step}), {verdict}.",
+        evidence,
+        [
+            "Check the reward on the linked samples: a reward that never fires (a parser that never matches, a wrong answer key) looks like this.",
+            "Start from a checkpoint that can solve some prompts (SFT), add easier (or, if all are solved, harder) prompts, so groups hold mixed outcomes.",
+            "Raise the group size or the sampling temperature so the rollouts of a prompt differ.",
+            "Use DAPO-style dynamic sampling: drop zero-variance groups and resample until the batch is full.",
+        ],
+        sample_order="step ASC",
+    ).model_copy(update={"ongoing": True})
+
+
+def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
+    """A rise of the zero-variance share that happened inside the early window (so that window's
+    level is not the run's early level): judged against the level before the rise."""
+    value = np.asarray(feat.value, dtype=float)
+    n = len(value)
+    noise = bounded_noise(value)
+    if not np.isfinite(noise) or noise <= 0:
+        return None
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    for shift in level_shifts(value, noise, min_size=3, lookback=max(8, n // 3)):
+        if shift.before > p["baseline_max"] or shift.after < p["level_warn"] or shift.z < 4.0:
+            continue
+        high = np.isfinite(value) & (value >= 0.5 * (shift.before + p["level_warn"]))
+        hit = held_stretch(high, sustain, not_before=max(0, shift.at - 2))
+        if hit is None or not still_holds(high, hit[1], sustain):
+            continue
+        start, end = hit
+        reward = ctx.features("reward_mean")
+        if reward is not None and not _mean_still_moves(feat, reward, start, end, p["jitter_min"] * 0.5):
+            continue  # every rollout earns the same reward: REWARD_STD_DEATH's picture
+        severity = "critical" if shift.after >= p["level_critical"] else "warn"
+        return make_finding(
+            ctx, "DEGENERATE_GROUPS", Episode(start, end, severity, start), feat,
+            confidence((shift.after - p["level_warn"]) / max(1.0 - p["level_warn"], 1e-6), 0.4, end - start + 1, sustain),
+            f"{shift.after:.0%} of GRPO groups have zero reward variance from step {feat.step_at(start)} (before: "
+            f"{shift.before:.0%}): those groups give no gradient and the effective batch has shrunk to the few mixed groups.",
+            {"variant": "early_rise", "zero_variance_group_frac_before": shift.before,
+             "zero_variance_group_frac_during": shift.after},
+            [
+                "All-correct: the prompts have become too easy; filter solved prompts or move to harder data (curriculum).",
+                "All-wrong: the prompts are too hard or the reward never fires; check the reward on the linked samples, add easier prompts.",
+                "Use DAPO-style dynamic sampling: drop zero-variance groups and resample until the batch is full.",
+            ],
+            sample_order="step DESC",
+        ).model_copy(update={"ongoing": True})
+    return None
+
+
 def _all_wrong_from_start(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
     """Nearly every group degenerate from the first logged step, with the reward at its floor."""
     value = np.asarray(feat.value, dtype=float)
@@ -436,12 +515,30 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     entropy collapsed or blown up, ENTROPY_COLLAPSE / ENTROPY_BLOWUP is the cause.
     """
     feat = ctx.features("zero_variance_group_frac")
-    if feat is None or len(feat) < 10 or not np.isfinite(feat.b_median):
+    if feat is None or len(feat) < 5:
+        return None
+    every = _every_group_degenerate(ctx, feat, p)
+    found = _polarised(ctx, feat, p)
+    if found is None or (every is not None and every.first_step is not None and found.first_step is not None
+                         and every.first_step < found.first_step):
+        return every
+    if every is not None and every.severity == "critical" and found.severity != "critical":
+        found = found.model_copy(update={
+            "severity": "critical",
+            "explanation": found.explanation + f" From step {every.first_step} every group is degenerate: no learning signal is left.",
+        })
+    return found
+
+
+def _polarised(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
+    """Most of the groups that gave signal early have gone degenerate while the batch keeps its variance."""
+    if len(feat) < 10 or not np.isfinite(feat.b_median):
         return None
     if feat.b_median > p["baseline_max"]:
-        # most groups were degenerate from the start: an easy task's normal state, unless they
-        # are all-wrong (the reward at its floor), which is a run with no signal at all
-        return _all_wrong_from_start(ctx, feat, p)
+        # most groups were degenerate over the early window: an easy task's normal state, unless
+        # the early window already holds the rise (an early onset), or they are all-wrong (the
+        # reward at its floor), which is a run with no signal at all
+        return _early_rise(ctx, feat, p) or _all_wrong_from_start(ctx, feat, p)
     grid = Grid.of(ctx)
     sustain = sustain_points(len(feat), p["sustain_frac"])
     # A fraction has natural units: an absolute level and rise. With 4 groups a batch's fraction
@@ -750,7 +847,19 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
         refine_with=feat.smooth, not_before=baseline_end(len(feat)) // 2,
     )
     if episode is None:
-        return None
+        # a short or sparse log: the smoothed ratio lags a few points behind a growth that the
+        # logged points already show, so read them as they are (a few points confirm it)
+        raw = np.asarray(feat.value, dtype=float) / feat.b_median
+        raw_grow = np.isfinite(raw) & (raw >= p["ratio_warn"]) & (np.nan_to_num(feat.z_raw) > 3)
+        short_sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
+        hit = held_stretch(raw_grow, short_sustain, not_before=baseline_end(len(feat)) // 2)
+        if hit is None:
+            return None
+        start, end = hit
+        crit = float(np.nanmedian(raw[start : end + 1])) >= p["ratio_critical"]
+        episode = Episode(start, end, "critical" if crit else "warn", start)
+        ratio = np.where(np.isfinite(raw), raw, 1.0)
+        sustain = short_sustain
     episode = hinge_onset(episode, feat.smooth, baseline_end(len(feat)), sustain)
     g_on, g_start, g_end = (int(grid.index_of(feat.step[k : k + 1])[0]) for k in (episode.onset, episode.start, episode.end))
     pre = max(5, 2 * sustain, g_start - g_on)
