@@ -396,13 +396,27 @@ def _every_group_degenerate(ctx: DetectorContext, feat: MetricFeatures, p: dict[
     since = "from the first logged step" if start <= 1 else f"from step {first_step}"
     evidence: dict[str, Any] = {"variant": "every_group", "zero_variance_group_frac_while_held": held,
                                 "reward_mean_while_held": level}
-    if np.isfinite(level) and reward_at_ceiling(level, np.asarray(reward.value, dtype=float)):
-        severity, verdict = "info", "every prompt is solved by every rollout: the data has nothing left to teach"
-    else:
-        why = reward_at_floor(ctx, level, first_step, last_step) if np.isfinite(level) else None
+    # where the reward sits in the range the run itself reached: at the top every prompt is
+    # solved (finished), at the bottom none is (starved), between them each prompt's rollouts
+    # are all right or all wrong (stuck)
+    position = float("nan")
+    if reward is not None and np.isfinite(level):
+        allv = np.asarray(reward.value, dtype=float)
+        allv = allv[np.isfinite(allv)]
+        lo, hi = (np.percentile(allv, [2, 98]) if len(allv) >= 5 else (np.nan, np.nan))
+        if np.isfinite(hi - lo) and hi - lo > 0:
+            position = (level - lo) / (hi - lo)
+    why = reward_at_floor(ctx, level, first_step, last_step) if np.isfinite(level) else None
+    if np.isfinite(level) and (reward_at_ceiling(level, np.asarray(reward.value, dtype=float)) or position >= 0.8) and why is None:
+        severity, verdict = "info", "at the top of the reward it reached: every prompt is solved, the data has nothing left to teach"
+    elif why is not None or position <= 0.2:
         severity = "critical"
-        verdict = (f"all-wrong ({why})" if why else "each prompt's rollouts all right or all wrong alike") + \
+        verdict = (f"all-wrong ({why})" if why else "at the bottom of the reward it reached, all-wrong") + \
             ": no group gives any gradient, so the run has no learning signal at all"
+    else:
+        severity = "warn"
+        verdict = ("each prompt's rollouts all right or all wrong alike: no group gives any gradient, so the run "
+                   "learns nothing more")
     return make_finding(
         ctx, "DEGENERATE_GROUPS", Episode(start, end, severity, start), feat,
         confidence(1.0, 1.0, end - start + 1, sustain, floor=0.6),
