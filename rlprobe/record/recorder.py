@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import os
 import random
+import sys
 import threading
 import time
 import traceback
@@ -120,6 +121,7 @@ class Recorder:
         self._bad_seen: dict[tuple[str, str], int] = {}
         self._bad_suppressed: dict[tuple[str, str], int] = {}
         self._last_flush = time.monotonic()
+        self._trouble_since: int | None = None  # write_failures when the current failure episode began
         opened: dict[str, Any] = {"pid": os.getpid()}
         if self._writer.resumed:
             # The original manifest stays (a recording is never rewritten); say what was asked.
@@ -185,6 +187,8 @@ class Recorder:
         except Exception as exc:  # a full disk (OSError) or anything else: counted, never raised
             self.write_failures += 1
             self.last_write_error = f"events.jsonl: {type(exc).__name__}: {exc}"
+            if getattr(self, "_thread", None) is not None:  # not the constructor's own recorder_open
+                self._trouble()
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Persist everything logged so far; True when it is on disk within timeout."""
@@ -376,6 +380,24 @@ class Recorder:
             self._bad_record(what, step, [f"row left out: {reason}"])
         if ok:
             self.last_write_error = None
+            if self._trouble_since is not None:
+                self._say(f"writes work again after {self.write_failures - self._trouble_since} failed attempts "
+                          f"({self._dropped} records dropped in all)")
+                self._trouble_since = None
+
+    def _trouble(self) -> None:
+        """One stderr line when writes start failing (a full disk is otherwise silent)."""
+        if self._trouble_since is None:
+            self._trouble_since = self.write_failures - 1
+            self._say(f"writes are failing ({self.last_write_error}); training goes on, and up to queue_size "
+                      "rows of each kind are kept and retried at every flush")
+
+    def _say(self, text: str) -> None:
+        try:
+            sys.stderr.write(f"rlprobe: recording {self.run_dir}: {text}\n")
+            sys.stderr.flush()
+        except Exception:
+            pass  # a closed or broken stderr is not the recorder's to fix
 
     def _try_write(self, write: Any, attr: str) -> bool:
         rows = getattr(self, attr)
@@ -386,6 +408,7 @@ class Recorder:
                 del rows[: exc.written]  # already on disk: retrying them would duplicate
             self.write_failures += 1
             self.last_write_error = f"{type(exc).__name__}: {exc}"
+            self._trouble()
             self._write_event("write_failed", None, self.last_write_error or "", {"rows_pending": len(rows)})
             overflow = len(rows) - self._queue_size
             if overflow > 0:  # a disk that stays full must not grow memory without bound
