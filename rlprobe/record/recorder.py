@@ -25,13 +25,14 @@ from rlprobe.record.environment import capture_env as _capture_env
 from rlprobe.record.lock import WriterLock
 from rlprobe.record.sampling import SamplingConfig, select
 from rlprobe.jsonsafe import json_safe, safe_str
-from rlprobe.record.writer import PartialWrite, RunWriter, prewarm_parquet
+from rlprobe.record.writer import PartialWrite, RunWriter, prewarm_parquet, yield_gil
 from rlprobe.schemas import Event, RunManifest
 
 _STEP, _SAMPLES, _FLUSH, _STOP = range(4)
 _MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>"})()  # an argument not given
 _POLL_S = 0.2  # how often the writer thread drains the queue when nobody wakes it (each wake costs the training thread GIL time)
 _CLOSE_TIMEOUT_S = 30.0
+_YIELD_EVERY_S = 0.0005  # the writer offers the GIL back this often while it turns records into rows
 _CLOSE_RETRIES, _CLOSE_RETRY_S = 3, 0.1  # a close after failed writes tries again this often
 _BAD_REPORTS_PER_FIELD = 3  # then repeats of the same bad field are only counted
 
@@ -260,7 +261,11 @@ class Recorder:
             self._wake.wait(_POLL_S)
             self._wake.clear()
             waiters: list[threading.Event] = []
+            offered = time.perf_counter()
             while self._queue:
+                if time.perf_counter() - offered > _YIELD_EVERY_S:
+                    yield_gil()  # the training thread's next call must not wait a switch interval
+                    offered = time.perf_counter()
                 item = self._queue.popleft()
                 kind = item[0]
                 if kind == _FLUSH:
