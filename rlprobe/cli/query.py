@@ -51,7 +51,8 @@ def _strict_option(func):  # type: ignore[no-untyped-def]
 def ls_command(root: str, fmt: str, out: str | None, strict: bool) -> None:
     """List the runs below ROOT (any depth) with their status and progress.
 
-    status is live (still recording, or killed without a trace), closed or crashed; a run whose
+    status is live (still recording, or killed without a trace), closed, crashed or interrupted
+    (Ctrl-C); a run whose
     files cannot be read is listed as broken (a warning names the file and the reason) and the
     others are listed as usual. Reads manifests and events; step counts come from the step
     files. --out is refused inside any recording below ROOT.

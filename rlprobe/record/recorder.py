@@ -241,9 +241,15 @@ class Recorder:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        if isinstance(exc, KeyboardInterrupt):
+            self.record_interrupt()
+        elif exc is not None and not isinstance(exc, SystemExit):
             self.record_crash(exc_type, exc, tb)
         self.close()
+
+    def record_interrupt(self) -> None:
+        """Write an interrupted event: the run was stopped with Ctrl-C (KeyboardInterrupt)."""
+        self.log_event("interrupted", message="KeyboardInterrupt (Ctrl-C): stopped before the end")
 
     def record_crash(self, exc_type: Any, exc: BaseException, tb: Any) -> None:
         """Write a crash event with the traceback (used by the exit handlers)."""
