@@ -145,13 +145,28 @@ class Store:
 
     def _scoped_once(self, sql: str, params: Sequence[Any] | None, fetch: str) -> Any:
         dirs = self.scope_for(sql, params)
-        if dirs is None:
+        columns = self.columns_for(sql)
+        if dirs is None and columns is None:
             return run(self.con, sql, params, fetch)
-        run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [dirs], "none")
+        if dirs is not None:
+            run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [dirs], "none")
+        if columns is not None:
+            run(self.con, "SET VARIABLE rlprobe_columns = ?", [columns], "none")
         try:
             return run(self.con, sql, params, fetch)
         finally:
             run(self.con, "RESET VARIABLE rlprobe_scope", None, "none")
+            run(self.con, "RESET VARIABLE rlprobe_columns", None, "none")
+
+    def columns_for(self, sql: str) -> str | None:
+        """The pattern of step and sample columns sql needs (rlprobe.store.scope.columns_read);
+        None for all of them."""
+        from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
+
+        names = scope.columns_read(sql)
+        if names is None:
+            return None
+        return scope.columns_pattern(names, [*STEP_COLUMN_TYPES, *SAMPLE_COLUMN_TYPES])
 
 
 def resolve(path: str | os.PathLike[str]) -> Target:

@@ -1,6 +1,6 @@
 -- name: paths
 -- kind: source
--- depends: variable rlprobe_root, variable rlprobe_scope, variable rlprobe_runs
+-- depends: variable rlprobe_root, variable rlprobe_scope, variable rlprobe_runs, variable rlprobe_columns
 -- doc: Path helpers shared by the sources. A recording directory (rec_dir) is the folder that
 -- doc: holds manifest.json, steps, samples and events; a rank-NNN sub-recording belongs to the
 -- doc: run directory above it (run_dir) and carries that rank. rlprobe_root is the absolute path
@@ -9,9 +9,11 @@
 -- doc: of those runs: other runs' folders are not even listed. rlprobe_runs, when set, is the
 -- doc: list of every run directory of the root that can be read (rlprobe sets it once it finds
 -- doc: a broken run, so the others read on); rlprobe_scope narrows it further. Both unset
--- doc: (NULL), the whole root is read.
+-- doc: (NULL), the whole root is read. rlprobe_columns, when set, is a regular expression of
+-- doc: the step and sample columns a query needs: the files' other columns are not read (a
+-- doc: recording with thousands of extra.* metrics stays quick to query); unset, all of them.
 -- columns: (macros) v1.root(), v1.glob_escape(path), v1.root_glob(), v1.run_globs(dir, suffix),
--- columns: v1.globs(suffix), v1.rec_dir(path), v1.run_dir(rec_dir), v1.rank_of(rec_dir)
+-- columns: v1.globs(suffix), v1.columns_read(), v1.rec_dir(path), v1.run_dir(rec_dir), v1.rank_of(rec_dir)
 
 CREATE OR REPLACE MACRO v1.root() AS rtrim(getvariable('rlprobe_root'), '/');
 
@@ -41,6 +43,12 @@ CREATE OR REPLACE MACRO v1.globs(suffix) AS CASE
         flatten(list_transform(getvariable('rlprobe_runs')::VARCHAR[], lambda d: v1.run_globs(d, suffix)))
     ELSE [v1.root_glob() || '/**/' || suffix]
 END;
+
+-- The columns of the step and sample files to read, as a pattern for COLUMNS(): every one
+-- unless rlprobe_columns names them (rlprobe sets it for one query that provably reads no
+-- others: rlprobe.store.scope.columns_read). A pattern, not a lambda: DuckDB matches a pattern
+-- against ten thousand column names in milliseconds, a lambda in tens of seconds.
+CREATE OR REPLACE MACRO v1.columns_read() AS coalesce(getvariable('rlprobe_columns'), '.*');
 
 -- (?s): a folder name may hold a newline, and '.' must match it too (else the path reads as '')
 CREATE OR REPLACE MACRO v1.rec_dir(path) AS regexp_extract(

@@ -15,7 +15,7 @@ CREATE OR REPLACE VIEW v1.src_samples AS
 WITH rows_ AS MATERIALIZED (
     SELECT * FROM v1.sample_columns
     UNION ALL BY NAME
-    SELECT * FROM read_parquet(
+    SELECT COLUMNS(v1.columns_read()) FROM read_parquet(
         v1.globs('samples/shard-*.parquet'),
         union_by_name = true, filename = true, allow_empty = true)
 ), files AS (
