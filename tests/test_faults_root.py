@@ -188,3 +188,11 @@ def test_doctor_of_a_root_diagnoses_the_other_runs(tmp_path, breaker):
     assert sorted(d["run_id"] for d in json.loads(result.stdout)) == ["a", "b"]
     assert str(file) in result.stderr or str(bad) in result.stderr
     assert runner.invoke(cli, ["doctor", str(root), "--strict"]).exit_code == 2
+
+
+def test_a_query_that_fails_on_a_file_of_its_own_is_not_blamed_on_a_run(tmp_path):
+    root, bad, _ = _root(tmp_path, lambda run: run)  # nothing broken
+    store = open_store(root)
+    with pytest.raises(rlprobe.errors.QueryError, match="nope.csv"):
+        store.rows(f"SELECT * FROM read_csv('{tmp_path / 'nope.csv'}')")
+    assert store.broken == {}

@@ -30,6 +30,7 @@ _FILE_OF_RECORDING = re.compile(
     r"|events\.jsonl|rollout_trace\.jsonl)$"
 )
 _RANK_DIR = re.compile(r"/rank-[0-9]+$")
+_ELSEWHERE = re.compile(r"""["'](/|[A-Za-z][A-Za-z0-9+.-]*://)[^"']*["']""")  # a quoted path: the message names a file
 # The sources that read files, each with the query that reads every column of it.
 _SOURCES = ("manifest_files", "src_steps", "src_samples", "src_events", "src_rollout_trace")
 # Files of one run, each read on its own to name the one that fails (reader, glob suffix).
@@ -172,6 +173,8 @@ def locate(store: "Store", exc: BaseException) -> list[Broken]:
     if named:
         file = named[0]
         return [Broken(run_dir_of(file), file, message.split("Error: ", 1)[-1])]
+    if _ELSEWHERE.search(message):
+        return []  # a file outside the root (a read_csv of the query's own): no run to blame
     runs = _Runs(store)
     current = store.readable_runs()
     broken: list[Broken] = []
@@ -213,7 +216,7 @@ def tolerate(store: "Store", work: Callable[[], Any]) -> Any:
 def _with_file(store: "Store", exc: RlprobeError) -> RlprobeError:
     """exc, with the file that fails named when its message names none."""
     root = str(store.target.path).rstrip("/")
-    if files_named(str(exc), root) or isinstance(exc, SchemaTooNew) or store.target.remote:
+    if files_named(str(exc), root) or _ELSEWHERE.search(str(exc)) or isinstance(exc, SchemaTooNew) or store.target.remote:
         return exc
     dirs = [root] if store.target.kind == "run" else store.readable_runs()
     for run_dir in dirs[:50]:  # a root that strict mode refuses: name the first file that fails
