@@ -15,7 +15,13 @@
    cost model that other processes disturb far less: the caller's time plus the writer
    thread's CPU time (its thread CPU clock) per step, as a share of the step.
 
-Targets (issue 2): log_step p50 <= 5 us; overhead < 1% at 50 ms. Nothing is asserted.
+1b. Call-site stalls with samples (issue 13): every log_step and log_samples call timed alone
+   in a loop of 5 ms GIL-holding steps with 64 samples of ~2.4 KB per step (default sampling,
+   and select=False), the writer at its default flush; p50/p99/p99.9/max and calls over 1 and
+   10 ms. A slow call is the training thread waiting for the GIL while the writer holds it.
+
+Targets (issue 2): log_step p50 <= 5 us; overhead < 1% at 50 ms; (issue 13) call-site p99.9
+<= 10 ms with samples. Nothing is asserted.
 
     python benchmarks/overhead.py              # full size, about 1.5-2 minutes on 2 cores
     python benchmarks/overhead.py --quick      # seconds; its loop figures are only a smoke test
@@ -82,10 +88,10 @@ def make_texts(rng: random.Random, n: int, mean_chars: int) -> list[str]:
 class SampleFactory:
     """Fresh sample dicts per step (the recorder takes ownership), from pre-made text pools."""
 
-    def __init__(self, rng: random.Random, batch: int, group: int = 8) -> None:
+    def __init__(self, rng: random.Random, batch: int, group: int = 8, completion_chars: int = 200) -> None:
         self.batch = batch
         self.group = group
-        self.completions = make_texts(rng, 2048, 200)
+        self.completions = make_texts(rng, 2048, completion_chars)
         self.prompts = make_texts(rng, 256, 120)
         self.rewards = [rng.random() for _ in range(4096)]
         self.k = 0
@@ -209,6 +215,55 @@ def bench_latency(calls: int, batch: int, workdir: Path) -> dict[str, Any]:
         "dropped": dropped,
         "rows": rows,
     }
+
+
+# -- 1b. call-site stalls with samples --------------------------------------------------------
+def _noop_samples(step: int, samples: Any, select: bool = True) -> None:
+    return None
+
+
+def bench_call_site(steps: int, step_ms: float, select: bool | None, workdir: Path) -> dict[str, Any]:
+    """Every log_step and log_samples call timed on its own, in a loop whose step is GIL-holding
+    Python work, while the writer thread encodes and writes concurrently (default flush
+    settings: every 5 s or 200 steps). 64 samples of ~2.4 KB completions per step. A slow call
+    here is the training thread waiting for the GIL while the writer holds it (issue 13, 14).
+    select=None is the baseline: the same loop calling functions that do nothing, no recorder
+    (its tail is what other processes and the OS cost the loop on this machine, in this run)."""
+    rng = random.Random(3)
+    metrics = make_metrics(rng)
+    factory = SampleFactory(rng, 64, completion_chars=2400)
+    n_iter, _ = calibrate(busy_python, step_ms / 1000.0)
+    rec = None if select is None else Recorder(workdir / f"callsite-{'select' if select else 'all'}", algorithm="bench", install_handlers=False)
+    log_step = _noop if rec is None else rec.log_step
+    log_samples = _noop_samples if rec is None else rec.log_samples
+    pc = time.perf_counter_ns
+    step_ns: list[int] = []
+    sample_ns: list[int] = []
+    dropped = failures = 0
+    try:
+        for step in range(steps):
+            busy_python(n_iter)
+            samples = factory(step)
+            t0 = pc()
+            log_step(step, **metrics)
+            t1 = pc()
+            log_samples(step, samples, select=bool(select))
+            t2 = pc()
+            step_ns.append(t1 - t0)
+            sample_ns.append(t2 - t1)
+        if rec is not None:
+            dropped, failures = rec.dropped, rec.write_failures
+    finally:
+        if rec is not None:
+            rec.close()
+    both = [a + b for a, b in zip(step_ns, sample_ns)]
+    out: dict[str, Any] = {"steps": steps, "step_ms": step_ms, "select": select, "dropped": dropped, "write_failures": failures}
+    for name, ns in (("log_step", step_ns), ("log_samples", sample_ns), ("both", both)):
+        stats = _stats_us(ns)
+        stats["over_1ms"] = sum(1 for t in ns if t > 1_000_000)
+        stats["over_10ms"] = sum(1 for t in ns if t > 10_000_000)
+        out[name] = stats
+    return out
 
 
 # -- 2. wall-time overhead -------------------------------------------------------------------
@@ -377,10 +432,12 @@ def main() -> None:
     parser.add_argument("--seconds-per-rep", type=float, default=2.0,
                         help="minimum length of one rep; rounded up to whole flush windows (5 s or 200 steps) plus 10%%")
     parser.add_argument("--seconds-per-config", type=float, default=20.0, help="time budget per work/step configuration")
+    parser.add_argument("--call-site-steps", type=int, default=3000, help="steps of the call-site stall measurement (per sampling mode)")
+    parser.add_argument("--only-call-site", action="store_true", help="measure only the call-site stalls (section 1b)")
     parser.add_argument("--keep", action="store_true", help="keep the recordings (printed path)")
     args = parser.parse_args()
     if args.quick:
-        args.calls, args.pairs, args.seconds_per_rep = 2000, args.pairs or 2, 0.5
+        args.calls, args.pairs, args.seconds_per_rep, args.call_site_steps = 2000, args.pairs or 2, 0.5, 400
 
     works = [w.strip() for w in args.work.split(",") if w.strip()]
     step_mss = [float(s) for s in args.step_ms.split(",") if s.strip()]
@@ -415,8 +472,22 @@ def main() -> None:
               "thread drains and competes for the GIL (tail = GIL hand-offs, switch interval %.0f ms)"
               % (lat["paced_batch"], sys.getswitchinterval() * 1000))
 
+        call_site = [bench_call_site(args.call_site_steps, 5.0, select, workdir) for select in (None, True, False)]
+        kept = {None: "baseline (no-op calls)", True: "8 (select=True)", False: "64 (select=False)"}
+        base_tail = call_site[0]["both"]["p999_us"]
+        C.print_table(
+            f"call-site latency with samples: log_step(44 metrics) + log_samples(64 x ~2.4 KB), one call timed at a time, "
+            f"{args.call_site_steps} steps of 5 ms GIL-holding work, writer at its default flush (us)",
+            ["samples kept", "call", "p50", "p99", "p99.9", "max", "> 1 ms", "> 10 ms", "p99.9 / baseline"],
+            [[kept[r["select"]], name, r[name]["p50_us"], r[name]["p99_us"], r[name]["p999_us"], r[name]["max_us"],
+              str(r[name]["over_1ms"]), str(r[name]["over_10ms"]),
+              (f"{r['both']['p999_us'] / base_tail:.1f}x" if name == "both" else "-")]
+             for r in call_site for name in ("log_step", "log_samples", "both")],
+        )
+        sys.stdout.flush()
+
         loops = []
-        for work in works:
+        for work in ([] if args.only_call_site else works):
             for ms in step_mss:
                 steps = max(4, int(args.seconds_per_rep * 1000 / ms)) if args.quick else steps_per_rep(ms, args.seconds_per_rep)
                 pairs = args.pairs or max(3, round(args.seconds_per_config / (2 * steps * ms / 1000)))
@@ -451,6 +522,9 @@ def main() -> None:
             "log_step_p50_us_paced": C.target(rows["log_step_paced"]["p50_us"], "<=", 5, " us"),
             "log_step_p50_us_burst": C.target(rows["log_step_burst"]["p50_us"], "<=", 5, " us"),
         }
+        for r in call_site[1:]:
+            name = "select" if r["select"] else "all64"
+            targets[f"call_site_p999_us_{name}"] = C.target(r["both"]["p999_us"], "<=", 10_000, " us")
         for r in loops:
             if r["step_ms_target"] == 50:
                 noisy = r["baseline_noise_pct"] > 2.0 or max(r["pair_overheads_pct"]) - min(r["pair_overheads_pct"]) > 2.0
@@ -468,6 +542,7 @@ def main() -> None:
             "machine": info,
             "params": params,
             "latency": lat,
+            "call_site": call_site,
             "loops": loops,
             "targets": targets,
             "total_s": total_s,

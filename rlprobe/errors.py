@@ -71,3 +71,11 @@ class RecordingInUse(RlprobeError):
 
 class OutputRefused(RlprobeError):
     """An output path (--out) would write into a recording, or be read as part of one; nothing was written."""
+
+
+class RlprobeWarning(UserWarning):
+    """Base class: something was read around (and said so); the result is still right for what it covers."""
+
+
+class BrokenRunWarning(RlprobeWarning):
+    """A run below a root could not be read and was left out; the others were read (see Store.broken)."""

@@ -115,3 +115,37 @@ def test_out_beside_a_root_or_in_it_under_another_name_is_written(in_tmp):
         result = CliRunner().invoke(cli, ["query", str(in_tmp / "root"), "SELECT step FROM steps", "--out", str(out)])
         assert result.exit_code == 0, result.output
         assert out.exists()
+
+
+# -- the inference-records writer stays below its root -----------------------------------------
+
+@pytest.mark.parametrize("field, value", [("run_name", "../../escape"), ("run_name", "a/b"), ("run_name", ".."),
+                                          ("run_id", "../x"), ("run_id", "x\ny"), ("run_name", "back\\slash")])
+def test_records_writer_refuses_a_name_that_leaves_the_store(tmp_path, field, value):
+    from rlprobe.records.identity import build_protocol
+    from rlprobe.records.writer import RecordsWriter
+
+    checkpoint = tmp_path / "ck"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text('{"hidden": 8}')
+    root = tmp_path / "store" / "records"
+    kwargs = {"run_name": "exp", "run_id": "r1", field: value}
+    with pytest.raises(ValueError, match=field):
+        RecordsWriter(root, checkpoint=checkpoint, protocol=build_protocol({"temperature": 1.0}), **kwargs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"], "nothing was created, outside the store or in it"
+
+
+def test_records_writer_makes_an_id_from_the_environment_safe(tmp_path, monkeypatch):
+    from rlprobe.records.identity import build_protocol
+    from rlprobe.records.writer import RecordsWriter
+
+    checkpoint = tmp_path / "ck"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text('{"hidden": 8}')
+    monkeypatch.setenv("BEAKER_WORKLOAD_ID", "../../wl/01")
+    writer = RecordsWriter(tmp_path / "store", run_name="exp", checkpoint=checkpoint, protocol=build_protocol({"temperature": 1.0}))
+    try:
+        assert writer.run_dir is not None and (tmp_path / "store") in writer.run_dir.parents
+        assert "/" not in writer.run_id
+    finally:
+        writer.close()

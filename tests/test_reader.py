@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import rlprobe
-from rlprobe.errors import NoStepsYet, NotARecording, RecordingNotFound, RlprobeError, SchemaTooNew
+from rlprobe.errors import BrokenRunWarning, NoStepsYet, NotARecording, RecordingNotFound, RlprobeError, SchemaTooNew
 from rlprobe.record.writer import RunWriter
 from rlprobe.schemas import Event, RunManifest, SampleRecord, StepRecord
 from rlprobe.store import init_script, resolve
@@ -363,12 +363,20 @@ def test_a_newer_schema_version_is_refused(newer_schema_run: Path, opener: objec
     _assert_upgrade_message(info.value)
 
 
-def test_a_newer_run_in_a_root_is_refused_by_name(nested_root: Path) -> None:
+def test_a_newer_run_in_a_root_is_refused_by_name_in_strict_mode(nested_root: Path) -> None:
     set_schema_version(nested_root / "b" / "c" / "run2", 2)
     with pytest.raises(SchemaTooNew) as info:
-        rlprobe.list_runs(nested_root)
+        rlprobe.list_runs(nested_root, strict=True)
     _assert_upgrade_message(info.value)
     assert "run2" in str(info.value)
+
+
+def test_a_newer_run_in_a_root_is_listed_as_broken_and_the_others_are_read(nested_root: Path) -> None:
+    set_schema_version(nested_root / "b" / "c" / "run2", 2)
+    with pytest.warns(BrokenRunWarning, match="run2.*upgrade"):
+        runs = {r["run_dir"].rsplit("/", 1)[-1]: r for r in rlprobe.list_runs(nested_root)}
+    assert runs["run2"]["status"] == "broken" and "v2" in runs["run2"]["error"]
+    assert all(r["status"] != "broken" for name, r in runs.items() if name != "run2")
 
 
 def test_the_current_schema_version_is_read(finished_run: Path) -> None:

@@ -14,13 +14,35 @@ from typing import Any
 import click
 
 from rlprobe import __version__
-from rlprobe.errors import RlprobeError
+from rlprobe.errors import RlprobeError, RlprobeWarning
+
+
+def _warnings_as_lines() -> Any:
+    """Library warnings (a broken run left out of a root, ...) as one line each on stderr, each
+    once per command, however many stores the command opened."""
+    shown: set[str] = set()
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        text = str(message)
+        if text not in shown:
+            shown.add(text)
+            click.echo(f"rlprobe: warning: {text}", err=True)
+
+    return show
 
 
 class RlprobeGroup(click.Group):
     """Maps RlprobeError to one line and its exit code, and usage errors to one line, exit 2."""
 
     def main(self, args: Any = None, prog_name: str | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", RlprobeWarning)
+            warnings.showwarning = _warnings_as_lines()
+            return self._main(args, prog_name, **kwargs)
+
+    def _main(self, args: Any, prog_name: str | None, **kwargs: Any) -> Any:
         try:
             return super().main(args=args, prog_name=prog_name or "rlprobe", standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:

@@ -48,10 +48,12 @@ def _print_diagnosis(d, colour: bool) -> None:  # type: ignore[no-untyped-def]
 @click.argument("run", metavar="RUN_OR_ROOT_OR_SOURCE", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print findings and skipped detectors as JSON.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=str), help="doctor.toml with per-detector thresholds.")
-def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
+@click.option("--strict", is_flag=True, help="Fail on a broken run below a root instead of leaving it out with a warning.")
+def doctor_command(run: str, as_json: bool, config_path: str | None, strict: bool) -> None:
     """Diagnose a run: ranked findings with onset, evidence and what to try.
 
-    On a runs root, diagnoses every run and lists them ranked by their worst finding.
+    On a runs root, diagnoses every run and lists them ranked by their worst finding; a run
+    whose files cannot be read is left out with a warning naming the file (--strict fails).
     Exit code: 1 when any critical finding exists, 0 otherwise, 2 when the input is unusable,
     so it drops into CI gates and shell automation.
 
@@ -70,7 +72,7 @@ def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
     from rlprobe.store.engine import is_url
 
     if is_url(run):  # object storage holds recordings only: nothing there to import
-        if _diagnose(run, as_json, config_path):
+        if _diagnose(run, as_json, config_path, strict=strict):
             sys.exit(1)
         return
     with as_recording(run) as rec:
@@ -81,18 +83,19 @@ def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
         # An imported source is named as the user gave it (a root's runs by their source run), not by
         # the temporary folder that is removed.
         shown = None if rec.report is None else (rec.shown_as if hasattr(rec.report, "runs") else (lambda _: run))
-        critical = _diagnose(str(rec.path), as_json, config_path, shown_as=shown)
+        critical = _diagnose(str(rec.path), as_json, config_path, shown_as=shown, strict=strict)
     if critical:
         sys.exit(1)
 
 
-def _diagnose(run: str, as_json: bool, config_path: str | None, shown_as: Callable[[str], str] | None = None) -> bool:
+def _diagnose(run: str, as_json: bool, config_path: str | None, shown_as: Callable[[str], str] | None = None,
+              strict: bool = False) -> bool:
     """Print the diagnosis of a run or root; True when a finding is critical."""
     from rlprobe.doctor import diagnose_path
     from rlprobe.store import resolve
 
     target = resolve(run)
-    diagnoses = diagnose_path(run, config_path=config_path)
+    diagnoses = diagnose_path(run, config_path=config_path, strict=strict)
     if shown_as is not None:  # an imported source: name it, not the temporary folder that is removed
         for d in diagnoses:
             d.run_dir = shown_as(d.run_dir)

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -40,16 +41,22 @@ def _relative(path: str | None, base: str) -> str:
         return path
 
 
+def _strict_option(func):  # type: ignore[no-untyped-def]
+    return click.option("--strict", is_flag=True, help="Fail on a broken run below a root instead of leaving it out with a warning.")(func)
+
+
 @cli.command("ls")
 @run_argument("root")
 @output_options
-def ls_command(root: str, fmt: str, out: str | None) -> None:
+@_strict_option
+def ls_command(root: str, fmt: str, out: str | None, strict: bool) -> None:
     """List the runs below ROOT (any depth) with their name, tags, status and progress.
 
-    status is live (still recording, or killed without a trace), closed or crashed. name is
-    the one given to the Recorder (or rlprobe import --name), else the run_id.
-    Reads manifests and events; step counts come from the step files. --out is refused
-    inside any recording below ROOT.
+    status is live (still recording, or killed without a trace), closed, crashed or interrupted
+    (Ctrl-C); a run whose files cannot be read is listed as broken (a warning names the file and
+    the reason) and the others are listed as usual. name is the one given to the Recorder (or
+    rlprobe import --name), else the run_id. Reads manifests and events; step counts come from
+    the step files. --out is refused inside any recording below ROOT.
 
     Example:
 
@@ -61,26 +68,25 @@ def ls_command(root: str, fmt: str, out: str | None) -> None:
     from rlprobe.store.engine import is_url
 
     if is_url(root):  # object storage holds recordings only: nothing there to import
-        _ls(open_store(root), fmt, out)
+        _ls(open_store(root, strict=strict), fmt, out)
         return
     # A source rlprobe did not record (a tracker's folder, a log) is listed as it imports.
     with as_recording(root) as rec:
-        _ls(open_store(str(rec.path)), fmt, out)
+        _ls(open_store(str(rec.path), strict=strict), fmt, out)
 
 
-def _ls(store: object, fmt: str, out: str | None) -> None:
-    for warning in store.warnings:  # type: ignore[attr-defined]
+def _ls(store: Any, fmt: str, out: str | None) -> None:
+    from rlprobe.store.reader import LS_SQL, with_broken_runs
+
+    for warning in store.warnings:
         click.echo(f"rlprobe: warning: {warning}", err=True)
-    sql = (
-        "SELECT run_id, name, status, steps_recorded AS steps, last_step, algorithm, model_name, "
-        "tags, created_at, run_dir FROM runs ORDER BY created_at NULLS LAST, run_dir"
-    )
     if out:
-        _write_parquet(store, sql, out)
+        _write_parquet(store, LS_SQL, out)
         return
-    columns, types, rows = store.rows(sql)  # type: ignore[attr-defined]
+    columns, types, rows = store.rows(LS_SQL)
+    rows = with_broken_runs(store, columns, rows)
     if fmt == "table":
-        base = str(store.target.path)  # type: ignore[attr-defined]
+        base = str(store.target.path)
         tags = columns.index("tags")  # one cell: tag1,tag2 (a table has no lists)
         rows = [row[:tags] + (",".join(row[tags] or []),) + row[tags + 1:-1] + (_relative(row[-1], base),) for row in rows]
         columns = columns[:-1] + ["path"]
@@ -91,13 +97,15 @@ def _ls(store: object, fmt: str, out: str | None) -> None:
 @run_argument()
 @click.argument("sql")
 @output_options
-def query_command(run: str, sql: str, fmt: str, out: str | None) -> None:
+@_strict_option
+def query_command(run: str, sql: str, fmt: str, out: str | None, strict: bool) -> None:
     """Run SQL over a run or a runs root and print the rows.
 
     Views: steps, samples, events, runs, manifest (also as v1.steps, ...). Every view has a
     run_id column, so one query serves a run and a whole root. Reward components and extra
     metrics are columns named "reward_component.<name>" and "extra.<name>" (quote them).
-    --out is refused inside any recording below RUN_OR_ROOT: nothing is written there.
+    Over a root, a run whose files cannot be read is left out with a warning that names the
+    file. --out is refused inside any recording below RUN_OR_ROOT: nothing is written there.
 
     Example:
 
@@ -109,7 +117,7 @@ def query_command(run: str, sql: str, fmt: str, out: str | None) -> None:
 
     if not sql.strip():
         raise click.UsageError("SQL is empty")
-    store = open_store(run)
+    store = open_store(run, strict=strict)
     for warning in store.warnings:
         click.echo(f"rlprobe: warning: {warning}", err=True)
     if out:

@@ -34,7 +34,50 @@ def _load(path: Path) -> tuple[dict[str, str], str]:
         raise RlprobeError(f"{path}: custom detector header lacks {', '.join(missing)} (see docs/doctor.md)")
     if meta["severity"] not in SEVERITY_ORDER:
         raise RlprobeError(f"{path}: severity must be info, warn or critical, got {meta['severity']!r}")
+    _refuse_unless_read_only(path, body)
     return meta, body
+
+
+# Table functions a detector may use: they make rows, they read no file.
+_ROW_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
+
+
+def _refuse_unless_read_only(path: Path, body: str) -> None:
+    """A custom detector is one SELECT over rlprobe's views, nothing else.
+
+    The doctor runs it on a connection that reads the recording's files, so DuckDB's external
+    access cannot be switched off for it (the setting is per database and cannot be switched on
+    again); instead its SQL is read first: a second statement, a COPY, ATTACH, INSTALL or SET,
+    or a table that is neither one of rlprobe's views nor a CTE of the query (a file path, a
+    read_csv(...)) is refused before anything runs.
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    from rlprobe.store.scope import _view_names
+
+    def refuse(why: str) -> None:
+        raise RlprobeError(f"{path}: a custom detector must be one SELECT over rlprobe's views; {why} (see docs/doctor.md)")
+
+    try:
+        statements = [s for s in sqlglot.parse(body, read="duckdb") if s is not None]
+    except SqlglotError as exc:
+        refuse(f"its SQL could not be read ({str(exc).splitlines()[0][:120]})")
+    if len(statements) != 1:
+        refuse(f"it holds {len(statements)} statements")
+    query = statements[0]
+    if not isinstance(query, exp.Query):
+        refuse(f"it is a {query.key.upper()} statement")
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    views = _view_names()
+    for table in query.find_all(exp.Table):
+        if isinstance(table.this, exp.Func):
+            name = (table.this.name if isinstance(table.this, exp.Anonymous) else table.this.key).lower()
+            if name not in _ROW_FUNCTIONS:
+                refuse(f"it calls the table function {name}(...)")
+        elif table.name.lower() not in views | ctes or table.catalog:
+            refuse(f"it reads {table.sql('duckdb')[:80]}, which is not one of rlprobe's views")
 
 
 def run_custom_detectors(folder: Path, query: Query, run_id: str) -> tuple[list[Finding], list[Skipped]]:

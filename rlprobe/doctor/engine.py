@@ -110,21 +110,29 @@ def _runs_of(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return table.to_pylist()
 
 
-def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None) -> list[Diagnosis]:
+def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None,
+                  strict: bool = False) -> list[Diagnosis]:
     """Diagnose a run or every run below a root; runs without steps are left out.
 
     A root is read once and its features computed in one SQL pass per chunk of runs (about a
     million steps); each detector's follow-up queries then see only the run being diagnosed.
+    A run of a root whose files cannot be read is left out with a BrokenRunWarning naming the
+    file (rlprobe.store.health); strict=True raises instead.
     """
     cfg = load_config(config_path, config)
-    store = open_store(path)
-    runs = _runs_of(store.con)
-    if not runs:
-        raise NotARecording(f"{path} has no steps recorded yet: nothing to diagnose")
-    if len(runs) == 1:
-        session.materialize(store.con)
-        return diagnose_connection(store.con, runs, cfg)
-    return diagnose_connection(store.con, runs, cfg, session.RootSession(store.con, runs, FEATURES_SQL))
+    store = open_store(path, strict=strict)
+
+    def diagnose_all() -> list[Diagnosis]:
+        session.point_at_recording(store.con)  # a pass that met a broken run may have pointed them at copies
+        runs = _runs_of(store.con)
+        if not runs:
+            raise NotARecording(f"{path} has no steps recorded yet: nothing to diagnose")
+        if len(runs) == 1:
+            session.materialize(store.con)
+            return diagnose_connection(store.con, runs, cfg)
+        return diagnose_connection(store.con, runs, cfg, session.RootSession(store.con, runs, FEATURES_SQL))
+
+    return store.tolerate(diagnose_all)
 
 
 def diagnose(run_dir: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None) -> list[Finding]:

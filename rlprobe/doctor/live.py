@@ -732,6 +732,9 @@ def slack_payload(finding: Finding, run: Optional[str] = None) -> dict[str, Any]
 _STOP = object()
 
 
+_WEBHOOK_READ_BYTES = 64 * 1024  # of a webhook's response body, at most this much is read
+
+
 class WebhookSink:
     """A RunWatcher sink that POSTs each finding as Slack-compatible JSON, from a background thread.
 
@@ -859,7 +862,7 @@ class WebhookSink:
             )
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    response.read()
+                    response.read(_WEBHOOK_READ_BYTES)  # the answer is not used: never read a huge body whole
                 with self._cond:
                     self.sent += 1
                     self.last_error = None

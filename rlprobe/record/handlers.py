@@ -93,9 +93,12 @@ class InstalledHandlers:
 
     def _excepthook(self, exc_type: Any, exc: BaseException, tb: Any) -> None:
         recorder = self._owner()
-        if recorder is not None and not issubclass(exc_type, KeyboardInterrupt):
+        if recorder is not None:
             try:
-                recorder.record_crash(exc_type, exc, tb)
+                if issubclass(exc_type, KeyboardInterrupt):
+                    recorder.record_interrupt()  # Ctrl-C: stopped, not finished, and not a crash
+                else:
+                    recorder.record_crash(exc_type, exc, tb)
                 recorder.close()
             except Exception:
                 pass

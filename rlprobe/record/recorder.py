@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import os
 import random
+import sys
 import threading
 import time
 import traceback
@@ -24,13 +25,14 @@ from rlprobe.record.environment import capture_env as _capture_env
 from rlprobe.record.lock import WriterLock
 from rlprobe.record.sampling import SamplingConfig, select
 from rlprobe.jsonsafe import json_safe, safe_str
-from rlprobe.record.writer import PartialWrite, RunWriter, prewarm_parquet
+from rlprobe.record.writer import PartialWrite, RunWriter, prewarm_parquet, yield_gil
 from rlprobe.schemas import Event, RunManifest
 
 _STEP, _SAMPLES, _FLUSH, _STOP = range(4)
 _MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>"})()  # an argument not given
 _POLL_S = 0.2  # how often the writer thread drains the queue when nobody wakes it (each wake costs the training thread GIL time)
 _CLOSE_TIMEOUT_S = 30.0
+_YIELD_EVERY_S = 0.0005  # the writer offers the GIL back this often while it turns records into rows
 _CLOSE_RETRIES, _CLOSE_RETRY_S = 3, 0.1  # a close after failed writes tries again this often
 _BAD_REPORTS_PER_FIELD = 3  # then repeats of the same bad field are only counted
 
@@ -124,6 +126,7 @@ class Recorder:
         self._bad_seen: dict[tuple[str, str], int] = {}
         self._bad_suppressed: dict[tuple[str, str], int] = {}
         self._last_flush = time.monotonic()
+        self._trouble_since: int | None = None  # write_failures when the current failure episode began
         opened: dict[str, Any] = {"pid": os.getpid()}
         if self._writer.resumed:
             # The original manifest stays (a recording is never rewritten); say what was asked.
@@ -190,6 +193,8 @@ class Recorder:
         except Exception as exc:  # a full disk (OSError) or anything else: counted, never raised
             self.write_failures += 1
             self.last_write_error = f"events.jsonl: {type(exc).__name__}: {exc}"
+            if getattr(self, "_thread", None) is not None:  # not the constructor's own recorder_open
+                self._trouble()
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Persist everything logged so far; True when it is on disk within timeout."""
@@ -241,9 +246,15 @@ class Recorder:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        if isinstance(exc, KeyboardInterrupt):
+            self.record_interrupt()
+        elif exc is not None and not isinstance(exc, SystemExit):
             self.record_crash(exc_type, exc, tb)
         self.close()
+
+    def record_interrupt(self) -> None:
+        """Write an interrupted event: the run was stopped with Ctrl-C (KeyboardInterrupt)."""
+        self.log_event("interrupted", message="KeyboardInterrupt (Ctrl-C): stopped before the end")
 
     def record_crash(self, exc_type: Any, exc: BaseException, tb: Any) -> None:
         """Write a crash event with the traceback (used by the exit handlers)."""
@@ -261,7 +272,11 @@ class Recorder:
             self._wake.wait(_POLL_S)
             self._wake.clear()
             waiters: list[threading.Event] = []
+            offered = time.perf_counter()
             while self._queue:
+                if time.perf_counter() - offered > _YIELD_EVERY_S:
+                    yield_gil()  # the training thread's next call must not wait a switch interval
+                    offered = time.perf_counter()
                 item = self._queue.popleft()
                 kind = item[0]
                 if kind == _FLUSH:
@@ -381,6 +396,24 @@ class Recorder:
             self._bad_record(what, step, [f"row left out: {reason}"])
         if ok:
             self.last_write_error = None
+            if self._trouble_since is not None:
+                self._say(f"writes work again after {self.write_failures - self._trouble_since} failed attempts "
+                          f"({self._dropped} records dropped in all)")
+                self._trouble_since = None
+
+    def _trouble(self) -> None:
+        """One stderr line when writes start failing (a full disk is otherwise silent)."""
+        if self._trouble_since is None:
+            self._trouble_since = self.write_failures - 1
+            self._say(f"writes are failing ({self.last_write_error}); training goes on, and up to queue_size "
+                      "rows of each kind are kept and retried at every flush")
+
+    def _say(self, text: str) -> None:
+        try:
+            sys.stderr.write(f"rlprobe: recording {self.run_dir}: {text}\n")
+            sys.stderr.flush()
+        except Exception:
+            pass  # a closed or broken stderr is not the recorder's to fix
 
     def _try_write(self, write: Any, attr: str) -> bool:
         rows = getattr(self, attr)
@@ -391,6 +424,7 @@ class Recorder:
                 del rows[: exc.written]  # already on disk: retrying them would duplicate
             self.write_failures += 1
             self.last_write_error = f"{type(exc).__name__}: {exc}"
+            self._trouble()
             self._write_event("write_failed", None, self.last_write_error or "", {"rows_pending": len(rows)})
             overflow = len(rows) - self._queue_size
             if overflow > 0:  # a disk that stays full must not grow memory without bound

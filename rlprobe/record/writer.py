@@ -11,6 +11,7 @@ import json
 import os
 import re
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rlprobe.jsonsafe import json_safe
-from rlprobe.layout import newest_shards, parse_shard, shard_name
+from rlprobe.layout import delta_name, newest_shards, parse_shard, parse_shard_file, shard_name
 from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES, Event, RunManifest
 
 SAMPLES_PER_SHARD = 4096
+ARROW_CHUNK_ROWS = 512  # rows converted to Arrow per call (each call holds the GIL; see _build_table)
+DELTAS_PER_MERGE = 4  # a live shard is read from at most this many deltas and one open version
+_SUPERSEDED_GRACE_S = 10.0  # how long the deltas a seal replaced stay for readers that listed them
 PARQUET_COMPRESSION = "zstd"
 
 _ARROW_TYPES = {
@@ -74,15 +78,36 @@ def _table(rows: list[dict[str, Any]], fixed_types: dict[str, str], rejected: li
 
 
 def _build_table(rows: list[dict[str, Any]], fixed_types: dict[str, str]) -> pa.Table:
+    """The table of rows, each column converted in chunks of ARROW_CHUNK_ROWS rows.
+
+    Converting Python objects to Arrow holds the GIL for the whole call, and the training
+    thread waits that long for its next log_* call: one call over a flush of 64 samples x 2.4 KB
+    x 200 steps held it for tens of milliseconds. Chunks bound each hold to about a millisecond,
+    and the GIL is offered back between them (yield_gil).
+    """
     names: dict[str, None] = {}
     for row in rows:
         names.update(dict.fromkeys(row))
     ordered = [c for c in fixed_types if c in names] + sorted(c for c in names if c not in fixed_types)
     arrays = []
+    step = ARROW_CHUNK_ROWS
     for name in ordered:
         arrow_type = _ARROW_TYPES[fixed_types.get(name, "DOUBLE")]
-        arrays.append(pa.array([row.get(name) for row in rows], type=arrow_type))
+        if len(rows) <= step:
+            arrays.append(pa.array([row.get(name) for row in rows], type=arrow_type))
+            continue
+        chunks = []
+        for start in range(0, len(rows), step):
+            chunks.append(pa.array([row.get(name) for row in rows[start : start + step]], type=arrow_type))
+            yield_gil()
+        arrays.append(pa.chunked_array(chunks, type=arrow_type))
     return pa.Table.from_arrays(arrays, names=ordered)
+
+
+def yield_gil() -> None:
+    """Let a thread that waits for the GIL (the training loop) have it now, not at the next
+    switch interval (5 ms): the writer thread calls this between pieces of its own work."""
+    time.sleep(0)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -154,6 +179,7 @@ class RunWriter:
         self.events_path = self.run_dir / "events.jsonl"
         self.rejected: list[tuple[str, Any, str]] = []
         self._events_lock = threading.Lock()
+        self._events_torn = False  # the last event write left a partial line it could not remove
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.resumed = (self.run_dir / "manifest.json").exists()
         if self.resumed:
@@ -165,13 +191,19 @@ class RunWriter:
             self.manifest = manifest
             atomic_write_bytes(self.run_dir / "manifest.json", manifest.model_dump_json(indent=2).encode())
         self._next_part = self._next_index(self.steps_dir, _PART_RE)
+        # The filling shard: rows in its deltas so far and its last delta version (rlprobe.layout);
+        # full shards whose seal is still to be written; deltas a seal replaced, deleted later.
+        self._shard_rows = 0
+        self._delta_version = 0
+        self._open_version = 0  # the deltas (1.._open_version) the newest open version holds
+        self._full: list[int] = []
+        self._superseded: list[tuple[float, list[Path]]] = []
         if self.resumed:
-            self.seal_samples()  # a crashed writer's open shard becomes the shard it ended as
+            try:
+                self.seal_samples()  # what a killed writer left filling becomes the shard it ended as
+            except OSError:
+                pass  # a full disk: its deltas stay, readable; close() seals them
         self._shard_index = self._next_shard_index()
-        # The open (partial) shard, kept as Arrow: each flush converts only the new rows and
-        # writes the whole shard as its next version (rlprobe.layout).
-        self._shard: pa.Table | None = None
-        self._shard_version = 0
 
     # -- set-up -------------------------------------------------------------------------
     def _load_own_manifest(self, fallback: RunManifest) -> RunManifest:
@@ -215,17 +247,14 @@ class RunWriter:
     def _end_torn_event_line(self) -> None:
         """A killed writer may have left half a line; end it so the next event is not glued on.
 
-        The torn fragment stays as it was (readers skip it); only a newline is appended.
+        The torn fragment stays as it was (readers skip it); the next event starts with a newline.
         """
         try:
             with open(self.events_path, "rb") as fh:
                 fh.seek(-1, os.SEEK_END)
-                torn = fh.read(1) != b"\n"
+                self._events_torn = fh.read(1) != b"\n"
         except OSError:
             return  # no events yet (or an empty file)
-        if torn:
-            with open(self.events_path, "a", encoding="utf-8") as fh:
-                fh.write("\n")
 
     def max_sample_serial(self) -> int:
         """The largest n of existing '<step>-<rank>-<n>' sample ids (-1 if none), for resumes."""
@@ -281,67 +310,197 @@ class RunWriter:
         return path
 
     def write_samples(self, rows: list[dict[str, Any]]) -> None:
-        """Add rows to the sample shards: a full shard is sealed, the open one gets a new version.
+        """Add rows to the sample shards: each flush's rows become the next delta of the filling
+        shard; every few deltas they are merged into an open version, and a full shard is sealed
+        (rlprobe.layout says why).
 
-        No file is ever rewritten under its own name (rlprobe.layout says why). If a write
-        fails part-way, PartialWrite says how many of rows are already on disk, so a retry
-        writes only the rest (never a duplicate).
+        Nothing already on disk is written again by a flush, so it needs room for its own rows
+        only. If a write fails part-way, PartialWrite says how many of rows are already on disk,
+        so a retry writes only the rest (never a duplicate). A merge or a seal that fails loses
+        nothing (the deltas hold the rows): it is tried again at the next write; a failed seal
+        is reported as a PartialWrite that has written every row.
         """
         written = 0
         try:
             self.samples_dir.mkdir(exist_ok=True)
             while written < len(rows):
-                held = self._shard.num_rows if self._shard is not None else 0
-                chunk = rows[written : written + SAMPLES_PER_SHARD - held]
-                new = self._rows_table(chunk, "samples", SAMPLE_COLUMN_TYPES)
-                if new.num_rows == 0:
-                    written += len(chunk)
-                    continue
-                shard = new if self._shard is None else pa.concat_tables([self._shard, new], promote_options="permissive")
-                full = shard.num_rows >= SAMPLES_PER_SHARD
-                version = None if full else self._shard_version + 1
-                atomic_write_table(self.samples_dir / shard_name(self._shard_index, version), shard)
+                chunk = rows[written : written + SAMPLES_PER_SHARD - self._shard_rows]
+                table = self._rows_table(chunk, "samples", SAMPLE_COLUMN_TYPES)
+                if table.num_rows:
+                    atomic_write_table(self.samples_dir / delta_name(self._shard_index, self._delta_version + 1), table)
+                    self._delta_version += 1
+                    self._shard_rows += table.num_rows
                 written += len(chunk)
-                if self._shard_version:
-                    # only after the new copy is in place: a listing always finds one of the two
-                    (self.samples_dir / shard_name(self._shard_index, self._shard_version)).unlink(missing_ok=True)
-                if full:
+                if self._shard_rows >= SAMPLES_PER_SHARD:
+                    self._full.append(self._shard_index)
                     self._shard_index += 1
-                    self._shard = None
-                    self._shard_version = 0
-                else:
-                    self._shard = shard
-                    self._shard_version = version  # type: ignore[assignment]
+                    self._shard_rows = self._delta_version = self._open_version = 0
         except Exception as exc:
             raise PartialWrite(written, exc) from exc
+        failed = self._seal_full()
+        if self._delta_version - self._open_version >= DELTAS_PER_MERGE and self._room_to_merge(self._shard_index):
+            try:
+                self._merge(self._shard_index)
+            except Exception:
+                pass  # the deltas stay as they are and read; merged at a later flush
+        self._drop_superseded(time.monotonic() - _SUPERSEDED_GRACE_S)
+        if failed is not None:
+            raise PartialWrite(len(rows), failed)
 
-    def _drop_open_versions(self, index: int) -> None:
-        """Delete every open version of shard index (once it is sealed)."""
+    def _shard_files(self, index: int) -> list[Path]:
+        """The files a reader reads for shard index (rlprobe.layout.newest_shards)."""
+        prefix = f"shard-{index:05d}."
+        return [self.samples_dir / n for n in newest_shards(p.name for p in self.samples_dir.iterdir() if p.name.startswith(prefix))]
+
+    def _read_shard(self, index: int) -> tuple[pa.Table | None, list[Path], int]:
+        """Shard index as readers see it, merged: (rows, the files they came from, highest delta).
+
+        A file that cannot be read is quarantined (its rows are lost, and said so); the others
+        are kept.
+        """
+        table: pa.Table | None = None
+        files, covered = [], 0
+        for path in self._shard_files(index):
+            parsed = parse_shard_file(path.name)
+            try:
+                part = pq.read_table(path)
+                table = part if table is None else pa.concat_tables([table, part], promote_options="permissive")
+            except Exception as exc:
+                if isinstance(exc, OSError) and exc.errno is not None:
+                    raise  # the disk's failure, not the file's: retried
+                self.quarantine(path, exc)
+                continue
+            files.append(path)
+            if parsed is not None and parsed[1] != "sealed":
+                covered = max(covered, parsed[2])
+        return table, files, covered
+
+    def _room_to_merge(self, index: int) -> bool:
+        """True when the disk has room for a merged copy of the shard several times over.
+
+        A merge writes the shard again while the files it replaces stay for the grace period:
+        on a disk that is nearly full that would make the next flush's own rows fail, so the
+        deltas are left as they are (readers open more files, nothing fails).
+        """
+        try:
+            st = os.statvfs(self.samples_dir)
+        except (AttributeError, OSError):
+            return True  # no statvfs (Windows): merge, as a failure costs nothing but the merge
+        held = sum(p.stat().st_size for p in self._shard_files(index) if p.exists())
+        return st.f_bavail * st.f_frsize > 4 * held + (1 << 20)
+
+    def _merge(self, index: int) -> None:
+        """Merge the filling shard's open version and deltas into the next open version.
+
+        It bounds the files a reader opens for a live shard to DELTAS_PER_MERGE and one; the
+        files it replaces are deleted after the grace period.
+        """
+        table, files, covered = self._read_shard(index)
+        if table is None or covered <= self._open_version:
+            return
+        atomic_write_table(self.samples_dir / shard_name(index, covered), table)
+        self._open_version = covered
+        self._superseded.append((time.monotonic(), files))
+
+    def _seal(self, index: int) -> None:
+        """Write shard index, sealed, from what readers read of it; those files are superseded."""
+        table, files, _ = self._read_shard(index)
+        sealed = self.samples_dir / shard_name(index)
+        if sealed in files:
+            return
+        if table is not None:
+            atomic_write_table(sealed, table)
+        self._superseded.append((time.monotonic(), files))
+
+    def _seal_full(self) -> BaseException | None:
+        """Seal the shards that filled up; the first failure (they stay as they are, retried)."""
+        while self._full:
+            try:
+                self._seal(self._full[0])
+            except Exception as exc:
+                return exc
+            self._full.pop(0)
+        return None
+
+    def _drop_superseded(self, before: float) -> None:
+        """Delete the files merges and seals replaced before `before` (monotonic seconds).
+
+        Not at once: a reader that listed them just before opens them a moment later, and finds
+        them; the newer copy wins in any listing that has both.
+        """
+        keep = []
+        for replaced_at, paths in self._superseded:
+            if replaced_at > before:
+                keep.append((replaced_at, paths))
+                continue
+            for path in paths:
+                path.unlink(missing_ok=True)
+        self._superseded = keep
+
+    def _drop_copies(self, index: int) -> None:
+        """Delete every delta and open version of shard index (once its sealed file exists)."""
         for path in self.samples_dir.iterdir():
-            parsed = parse_shard(path.name)
-            if parsed is not None and parsed[0] == index and path.name != shard_name(index):
+            parsed = parse_shard_file(path.name)
+            if parsed is not None and parsed[0] == index and parsed[1] != "sealed":
                 path.unlink(missing_ok=True)  # a reader that listed it retries; the sealed copy is complete
 
     def seal_samples(self) -> None:
-        """Give every open shard its sealed name (the newest version wins) and drop the older ones."""
+        """Seal every shard that is not (close, and a resume of a killed writer), then delete
+        every copy a sealed file replaces. An open version with no delta after it is renamed
+        (it is the whole shard already); otherwise the shard is merged from its files."""
         if not self.samples_dir.is_dir():
             return
-        for name in newest_shards(p.name for p in self.samples_dir.iterdir()):
-            index, _ = parse_shard(name)  # type: ignore[misc]
-            if name != shard_name(index):
-                os.replace(self.samples_dir / name, self.samples_dir / shard_name(index))
-            self._drop_open_versions(index)
-        self._shard = None
-        self._shard_version = 0
+        failure: BaseException | None = None
+        indices = sorted({parsed[0] for p in self.samples_dir.iterdir() if (parsed := parse_shard_file(p.name))})
+        for index in indices:
+            try:
+                files = self._shard_files(index)
+                kinds = [parse_shard_file(p.name)[1] for p in files]  # type: ignore[index]
+                if kinds == ["open"]:
+                    os.replace(files[0], self.samples_dir / shard_name(index))
+                elif kinds != ["sealed"]:
+                    self._seal(index)
+            except Exception as exc:  # a full disk: this shard stays as it is, readable; the rest goes on
+                failure = failure or exc
+        for name in {p.name for p in self.samples_dir.iterdir()}:
+            parsed = parse_shard_file(name)
+            if parsed is not None and parsed[1] == "sealed":
+                self._drop_copies(parsed[0])
+        self._superseded = []
+        self._full = []
         self._shard_index = self._next_shard_index()
+        self._shard_rows = self._delta_version = self._open_version = 0
+        if failure is not None:
+            raise failure
 
     def append_event(self, event: Event) -> None:
-        """Append one event line and push it to the OS at once (events must survive crashes)."""
+        """Append one event line and push it to the OS at once (events must survive crashes).
+
+        A write that fails part-way (a full disk) is cut back to where the file ended, so no
+        torn line can swallow the next event; if even that fails, the next event starts on a
+        line of its own.
+        """
         record = json_safe(event.model_dump())
-        line = json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
-        with self._events_lock, open(self.events_path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
+        data = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        with self._events_lock:
+            fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                if self._events_torn:
+                    data = b"\n" + data
+                size = os.fstat(fd).st_size
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                except OSError:
+                    try:
+                        os.ftruncate(fd, size)
+                    except OSError:
+                        self._events_torn = True
+                    raise
+                self._events_torn = False
+            finally:
+                os.close(fd)
 
     def compact(self) -> Path | None:
         """Seal the open sample shard; merge all part files into steps.parquet (last write of a

@@ -39,7 +39,19 @@ class _Stop:
 
 
 def _run_id() -> str:
-    return os.environ.get("BEAKER_WORKLOAD_ID") or secrets.token_hex(6)
+    # an id from the environment is not the user's to fix: made a safe folder name part
+    found = os.environ.get("BEAKER_WORKLOAD_ID") or ""
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in found).strip(".")
+    return safe or secrets.token_hex(6)
+
+
+def _folder_part(value: str, what: str) -> str:
+    """value if it can be (part of) one folder name below the store: no separator, no '.' or
+    '..', no control character. Anything else could put the run outside the records root."""
+    if (not isinstance(value, str) or not value or value in (".", "..") or "/" in value or "\\" in value
+            or any(ord(ch) < 32 for ch in value)):
+        raise ValueError(f"{what} must be a plain name (no '/', '\\', '.', '..' or control characters), not {value!r}")
+    return value
 
 
 def _finite(value: Any) -> Any:
@@ -101,8 +113,8 @@ class RecordsWriter:
         self.responses = responses
         self.response_sample_rate = response_sample_rate
         self.shutdown_timeout_s = shutdown_timeout_s
-        self.run_name = run_name
-        self.run_id = run_id or _run_id()
+        self.run_name = _folder_part(run_name, "run_name")
+        self.run_id = _folder_part(run_id, "run_id") if run_id is not None else _run_id()
         self.attempt = secrets.token_hex(6)
         self.queued = 0
         self.written = 0
@@ -123,7 +135,7 @@ class RecordsWriter:
             protocol = dict(protocol)
             if deterministic_inference is None:
                 deterministic_inference = bool(protocol.get("sglang_enable_deterministic_inference", False))
-            self.run_dir = Path(root) / lineage / f"{run_name}-{self.run_id}"
+            self.run_dir = Path(root) / _folder_part(lineage, "the checkpoint lineage") / f"{run_name}-{self.run_id}"
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.manifest = {
                 "source": source,

@@ -12,7 +12,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import duckdb
 
@@ -24,6 +24,7 @@ from rlprobe.store import scope, sqlfiles, versions
 if TYPE_CHECKING:
     from rlprobe.store.remote import RemotePath
 
+T = TypeVar("T")
 _RECORDING_FILES = ("manifest.json", "steps.parquet", "steps", "events.jsonl", "samples")
 # file names the views read (sql/v1/sources): an output so named below a root would join the data
 _READ_AS_RECORDING = re.compile(r"^(manifest\.json|steps\.parquet|events\.jsonl|rollout_trace\.jsonl|part-.*\.parquet|shard-.*\.parquet)$")
@@ -46,11 +47,42 @@ class Target:
 
 @dataclass
 class Store:
-    """An open DuckDB connection with the views over one target, and what it noticed."""
+    """An open DuckDB connection with the views over one target, and what it noticed.
+
+    Over a root, a run whose files cannot be read is left out (broken, with the file and the
+    reason; a BrokenRunWarning is issued) and the query runs over the others; strict=True
+    raises instead. See rlprobe.store.health.
+    """
 
     con: duckdb.DuckDBPyConnection
     target: Target
     warnings: list[str] = field(default_factory=list)
+    strict: bool = False
+    broken: dict[str, Any] = field(default_factory=dict)  # run_dir -> health.Broken
+    _run_dirs: list[str] | None = field(default=None, repr=False)
+
+    def readable_runs(self) -> list[str]:
+        """The run directories below the root that are read (all of them but the broken ones)."""
+        if self._run_dirs is None:
+            from rlprobe.store import health
+
+            self._run_dirs = health.all_run_dirs(self)
+        return [d for d in self._run_dirs if d not in self.broken]
+
+    def excluding(self) -> list[str] | None:
+        """What rlprobe_runs holds: the readable runs once one was left out, else None (all)."""
+        return self.readable_runs() if self.broken else None
+
+    def leave_out(self, broken: Any) -> None:
+        """Stop reading one run of the root (a health.Broken), and say so once."""
+        import warnings as _warnings
+
+        from rlprobe.errors import BrokenRunWarning
+
+        self.broken[broken.run_dir] = broken
+        _warnings.warn(f"left out the broken run {broken.run_dir}: {broken} (--strict fails instead)",
+                       BrokenRunWarning, stacklevel=3)
+        run(self.con, "SET VARIABLE rlprobe_runs = ?::VARCHAR[]", [self.readable_runs()], "none")
 
     def table(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """Run sql over the views and return a pyarrow Table (one-line errors, retries)."""
@@ -97,16 +129,44 @@ class Store:
             raise OutputRefused(f"{out} is below {root} and named like a recording file, so readers would take it "
                                 "for (part of) a run; give another --out name, or a path outside the root")
 
+    def tolerate(self, work: Callable[[], T]) -> T:
+        """work() (anything that reads this store's views), with broken runs of a root left out
+        one by one until it succeeds (rlprobe.store.health.tolerate)."""
+        from rlprobe.store import health
+
+        return health.tolerate(self, work)
+
     def _scoped(self, sql: str, params: Sequence[Any] | None, fetch: str) -> Any:
-        """run(), with the views narrowed to the runs sql provably reads (rlprobe.store.scope)."""
+        """run(), with the views narrowed to the runs sql provably reads (rlprobe.store.scope),
+        and broken runs of a root left out (rlprobe.store.health)."""
+        from rlprobe.store import health
+
+        return health.tolerate(self, lambda: self._scoped_once(sql, params, fetch))
+
+    def _scoped_once(self, sql: str, params: Sequence[Any] | None, fetch: str) -> Any:
         dirs = self.scope_for(sql, params)
-        if dirs is None:
+        columns = self.columns_for(sql)
+        if dirs is None and columns is None:
             return run(self.con, sql, params, fetch)
-        run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [dirs], "none")
+        if dirs is not None:
+            run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [dirs], "none")
+        if columns is not None:
+            run(self.con, "SET VARIABLE rlprobe_columns = ?", [columns], "none")
         try:
             return run(self.con, sql, params, fetch)
         finally:
             run(self.con, "RESET VARIABLE rlprobe_scope", None, "none")
+            run(self.con, "RESET VARIABLE rlprobe_columns", None, "none")
+
+    def columns_for(self, sql: str) -> str | None:
+        """The pattern of step and sample columns sql needs (rlprobe.store.scope.columns_read);
+        None for all of them."""
+        from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
+
+        names = scope.columns_read(sql)
+        if names is None:
+            return None
+        return scope.columns_pattern(names, [*STEP_COLUMN_TYPES, *SAMPLE_COLUMN_TYPES])
 
 
 def resolve(path: str | os.PathLike[str]) -> Target:
@@ -196,17 +256,32 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
     return "\n".join(lines) + "\n"
 
 
-def _check_versions(con: duckdb.DuckDBPyConnection) -> tuple[list[str], int]:
-    """Refuse newer recordings up front; return warnings for unreadable manifests, and how
-    many manifests there are."""
-    warnings: list[str] = []
-    _, _, rows = run(con, "SELECT run_dir, ok, schema_version FROM v1.manifest_files ORDER BY run_dir", fetch="rows")
-    for run_dir, ok, schema_version in rows:
+def _check_versions(store: Store) -> int:
+    """Refuse newer recordings up front (every manifest, rank sub-recordings' too), or leave
+    them out of a root; warn about unreadable manifests. Returns how many manifests there are."""
+    from rlprobe.store import health
+
+    def read() -> list[tuple[Any, ...]]:
+        return run(store.con, "SELECT run_dir, rec_dir, ok, schema_version, version_text FROM v1.manifest_files "
+                              "ORDER BY run_dir, rec_dir", fetch="rows")[2]
+
+    rows = health.tolerate(store, read)  # a manifest that is not UTF-8 fails the whole read
+    for run_dir, rec_dir, ok, schema_version, version_text in rows:
         if not ok:
-            warnings.append(f"{run_dir}/manifest.json is not valid JSON; its data files are read without it")
+            if rec_dir == run_dir:
+                store.warnings.append(f"{rec_dir}/manifest.json is not valid JSON; its data files are read without it")
             continue
-        versions.check(schema_version, run_dir)
-    return warnings, len(rows)
+        try:
+            if schema_version is None and version_text is not None:
+                raise SchemaTooNew(f"{rec_dir}/manifest.json declares schema_version {version_text[:40]}, not an "
+                                   "integer: no rlprobe can tell which recording format it is (upgrade rlprobe, or fix the manifest)")
+            versions.check(schema_version, rec_dir)
+        except (SchemaTooNew, CorruptRecording) as exc:
+            if store.target.kind != "root" or store.strict:
+                raise
+            if run_dir not in store.broken:
+                store.leave_out(health.Broken(run_dir, f"{rec_dir}/manifest.json", str(exc)))
+    return len(rows)
 
 
 def new_connection() -> duckdb.DuckDBPyConnection:
@@ -217,8 +292,12 @@ def new_connection() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Store:
-    """Open a run or a runs root with every view ready."""
+def open_store(path: str | os.PathLike[str], threads: int | None = None, strict: bool = False) -> Store:
+    """Open a run or a runs root with every view ready.
+
+    Over a root, a run that cannot be read is left out with a BrokenRunWarning (Store.broken
+    says which file, and why); strict=True raises instead, as for a single run.
+    """
     target = resolve(path)
     con = new_connection()
     if target.remote:
@@ -239,10 +318,10 @@ def open_store(path: str | os.PathLike[str], threads: int | None = None) -> Stor
             raise QueryError(f"cannot read {target.path}: {_first_line(exc)}") from exc
         except duckdb.Error as exc:  # a broken sql/ is our bug; say so plainly
             raise CorruptRecording(f"could not create rlprobe's views: {_first_line(exc)}") from exc
-    warnings, manifests = _check_versions(con)
-    store = Store(con, target, warnings)
+    store = Store(con, target, strict=strict)
+    manifests = _check_versions(store)
     if target.kind == "root" and not manifests:
-        found = run(con, "SELECT count(*) FROM runs", fetch="rows")[2][0][0]  # runs without manifests
+        found = store.rows("SELECT count(*) FROM runs")[2][0][0]  # runs without manifests
         if not found:
             raise NotARecording(
                 f"{target.path} holds no rlprobe recording: expected run directories with a "

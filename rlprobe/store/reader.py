@@ -189,10 +189,37 @@ class RunView:
         return self._store.table("SELECT * FROM samples ORDER BY step, rank, sample_id")
 
 
-def list_runs(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """One dict per run below root (or the run itself): id, dir, status, steps, last step."""
-    store = open_store(root)
-    return store.table("SELECT * FROM runs ORDER BY created_at NULLS LAST, run_dir").to_pylist()
+LS_SQL = (
+    "SELECT run_id, name, status, steps_recorded AS steps, last_step, algorithm, model_name, "
+    "tags, created_at, run_dir FROM runs ORDER BY created_at NULLS LAST, run_dir"
+)
+"""What `rlprobe ls` lists (its last column is run_dir)."""
+
+
+def with_broken_runs(store: Store, columns: list[str], rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """rows of the runs view plus one row per broken run the store left out: status 'broken',
+    run_id its folder name, run_dir its folder, every other column NULL."""
+    out = list(rows)
+    for run_dir in sorted(store.broken):
+        row = {"run_id": os.path.basename(run_dir.rstrip("/")) or run_dir, "status": "broken", "run_dir": run_dir}
+        out.append(tuple(row.get(c) for c in columns))
+    return out
+
+
+def list_runs(root: str | os.PathLike[str], strict: bool = False) -> list[dict[str, Any]]:
+    """One dict per run below root (or the run itself): id, dir, status, steps, last step.
+
+    A run whose files cannot be read is listed with status 'broken' and an 'error' naming the
+    file and the reason (with a BrokenRunWarning); strict=True raises instead.
+    """
+    store = open_store(root, strict=strict)
+    table = store.table("SELECT * FROM runs ORDER BY created_at NULLS LAST, run_dir")
+    runs = table.to_pylist()
+    for run_dir, broken in sorted(store.broken.items()):
+        row: dict[str, Any] = {c: None for c in table.column_names}
+        row.update(run_id=os.path.basename(run_dir.rstrip("/")) or run_dir, run_dir=run_dir, status="broken", error=str(broken))
+        runs.append(row)
+    return runs
 
 
 def load_manifest(run_dir: str | os.PathLike[str]) -> RunManifest:

@@ -153,3 +153,59 @@ def scope_dirs(dirs_by_run_id: dict[str, list[str]], run_ids: Iterable[str]) -> 
 
 def _is_absolute(path: str) -> bool:
     return path.startswith("/") and path.rstrip("/") != "" or re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://.", path) is not None
+
+
+# The views whose step and sample columns come from src_steps and src_samples alone (a query
+# that reads only these, by name, needs no other column of the files).
+_NARROWABLE_VIEWS = frozenset({"steps", "samples", "events", "runs", "manifest"})
+# Columns the sources themselves need, whatever the query reads.
+_SOURCE_COLUMNS = frozenset({"step", "rank", "sample_id", "filename", "file_row_number", "empty"})
+
+
+def columns_read(sql: str) -> Optional[frozenset[str]]:
+    """Every column name sql mentions, when that provably covers what it reads of the views'
+    step and sample columns; None when it may need them all.
+
+    Proved means: one query (EXPLAIN of one too) that reads nothing but rlprobe's public views
+    (steps, samples, events, runs, manifest) and its own CTEs, with no star outside count(*)
+    and no COLUMNS(...). Every name is kept, whichever table it belongs to: a name the files do
+    not have matches nothing, so a larger set only costs nothing.
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        statements = sqlglot.parse(_EXPLAIN.sub("", sql, count=1), read="duckdb")
+    except (SqlglotError, RecursionError):
+        return None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        return None
+    query = statements[0]
+    if any(node.key in ("describe", "summarize", "show", "pragma", "command") for node in query.walk()):
+        return None  # DESCRIBE v1.steps and the like list every column: all of them are needed
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    for table in query.find_all(exp.Table):
+        name = table.name.lower()
+        if isinstance(table.this, exp.Func) or table.catalog:
+            return None
+        if name in ctes and not table.db:
+            continue
+        if name not in _NARROWABLE_VIEWS or (table.db and not re.fullmatch(r"v\d+|main", table.db, re.I)):
+            return None
+    for star in query.find_all(exp.Star):
+        if not isinstance(star.parent, exp.Count):
+            return None
+    for func in query.find_all(exp.Func):
+        if func.sql_name().lower() == "columns" or (isinstance(func, exp.Anonymous) and func.name.lower() == "columns"):
+            return None
+    # every identifier, not only columns: USING (x) names a column too, and extra names are harmless
+    return frozenset(i.name for i in query.find_all(exp.Identifier) if i.name)
+
+
+def columns_pattern(names: Iterable[str], fixed: Iterable[str]) -> str:
+    """A regular expression (RE2) matching exactly the given column names, the fixed columns
+    and the ones the sources need; every character outside [A-Za-z0-9_] is written \\x{..}."""
+    wanted = sorted(set(names) | set(fixed) | _SOURCE_COLUMNS)
+    escape = lambda text: "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else f"\\x{{{ord(ch):x}}}" for ch in text)  # noqa: E731
+    return "^(" + "|".join(escape(n) for n in wanted) + ")$"

@@ -12,6 +12,7 @@ FROM (
         run_dir,
         coalesce(CASE WHEN ok THEN json_extract_string(content, '$.run_id') END, regexp_extract(run_dir, '[^/]*$', 0)) AS run_id
     FROM v1.manifest_files
+    WHERE rec_dir = run_dir  -- the run's own manifest, not a rank sub-recording's
 )
 WHERE list_contains($run_ids, run_id)
 ORDER BY run_dir;

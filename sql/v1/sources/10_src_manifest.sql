@@ -3,22 +3,40 @@
 -- depends: paths, manifest_files
 -- doc: Every run's manifest.json (rank sub-recordings excluded), parsed as text so that one
 -- doc: unreadable manifest cannot hide the others. A manifest written by a newer recording format
--- doc: than this reader knows makes every query over that run fail with an upgrade message:
--- doc: a newer recording must never be read as if it were an old one.
+-- doc: than this reader knows, or declaring a version that is not an integer, makes every query
+-- doc: over that run fail with an upgrade message: a newer recording must never be read as if it
+-- doc: were an old one. A rank sub-recording's manifest counts too (rank-001 of a v1 run may have
+-- doc: been written by a newer rlprobe); schema_version is the run's own manifest's.
 -- columns: run_dir VARCHAR, manifest_ok BOOLEAN, schema_version BIGINT, run_id VARCHAR,
 -- columns: created_at VARCHAR, algorithm VARCHAR, model_name VARCHAR, world_size BIGINT,
 -- columns: trainer_config JSON, environment JSON, name VARCHAR, tags VARCHAR[]
 
 CREATE OR REPLACE VIEW v1.src_manifest AS
-WITH parsed AS (
-    SELECT run_dir AS rec_dir, ok, schema_version, CASE WHEN ok THEN content::JSON END AS doc
+WITH versions AS (
+    -- per run, its newest declared version over every manifest of it (rank ones included), and
+    -- whether one of them declares a version that is not an integer
+    SELECT
+        run_dir,
+        max(schema_version) AS newest,
+        bool_or(ok AND schema_version IS NULL AND version_text IS NOT NULL) AS unknown
     FROM v1.manifest_files
+    GROUP BY run_dir
+), parsed AS (
+    SELECT f.run_dir AS rec_dir, f.ok, f.schema_version, v.newest, v.unknown,
+           CASE WHEN f.ok THEN f.content::JSON END AS doc
+    FROM v1.manifest_files AS f
+    JOIN versions AS v ON v.run_dir = f.run_dir
+    WHERE f.rank = 0 AND f.rec_dir = f.run_dir
 )
 SELECT
     CASE
-        WHEN schema_version > 1 THEN error(
-            'recording ' || rec_dir || ' uses recording format v' || schema_version
+        WHEN newest > 1 THEN error(
+            'recording ' || rec_dir || ' uses recording format v' || newest
             || ' but this rlprobe reads up to v1: upgrade rlprobe (pip install -U rlprobe)')
+        WHEN unknown THEN error(
+            'recording ' || rec_dir || ' declares a schema_version that is not an integer, so no '
+            || 'rlprobe can tell which recording format it is: upgrade rlprobe (pip install -U rlprobe) '
+            || 'or fix its manifest.json')
         ELSE rec_dir
     END AS run_dir,
     ok AS manifest_ok,

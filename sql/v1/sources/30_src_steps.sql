@@ -19,7 +19,7 @@ WITH rows_ AS MATERIALIZED (
     -- into place and only then deletes the parts, so a scan that lists parts first sees at
     -- least one complete copy whatever instant it lands on (a part deleted between listing and
     -- opening is an IO error that the reader retries, never a silent gap).
-    SELECT * FROM read_parquet(
+    SELECT COLUMNS(v1.columns_read()) FROM read_parquet(
         list_concat(v1.globs('steps/part-*.parquet'), v1.globs('steps.parquet')),
         union_by_name = true, filename = true, file_row_number = true, allow_empty = true)
 ), files AS (

@@ -17,7 +17,8 @@ WITH keys AS MATERIALIZED (
         SELECT * FROM v1.step_columns
         UNION ALL BY NAME
         -- parts before the compacted file, as in src_steps (one scan, one listing)
-        SELECT * FROM read_parquet(
+        -- only the columns used here are read: a file with thousands of metrics costs its footer
+        SELECT COLUMNS('^(step|wall_time|filename|empty)$') FROM read_parquet(
             list_concat(v1.globs('steps/part-*.parquet'), v1.globs('steps.parquet')),
             union_by_name = true, filename = true, allow_empty = true)
     )

@@ -3,9 +3,10 @@
 -- depends: src_manifest, src_step_files, src_events
 -- doc: One row per run below the root (rank-NNN sub-recordings are part of their run, not runs).
 -- doc: status comes from the recorder's lifecycle events, the latest session winning: crashed
--- doc: (a crash or SIGTERM after the last open), closed (a clean close after the last open, or a
--- doc: compacted recording with no lifecycle events, such as an import), otherwise live. A run
--- doc: killed with SIGKILL cannot say so and stays live; last_write_at tells how stale it is.
+-- doc: (a crash or SIGTERM after the last open), interrupted (stopped with Ctrl-C after the last
+-- doc: open), closed (a clean close after the last open, or a compacted recording with no
+-- doc: lifecycle events, such as an import), otherwise live. A run killed with SIGKILL cannot
+-- doc: say so and stays live; last_write_at tells how stale it is.
 -- doc: name and tags are the manifest's (Recorder(name=, tags=), rlprobe import --name --tag);
 -- doc: a run without a name is named by its run_id, one without tags has an empty list.
 -- columns: run_id VARCHAR, run_dir VARCHAR, algorithm VARCHAR, model_name VARCHAR,
@@ -31,6 +32,7 @@ WITH step_stats AS (
         run_dir,
         max(CASE WHEN kind = 'recorder_open' THEN timestamp END) AS opened_at,
         max(CASE WHEN kind IN ('crash', 'sigterm') THEN timestamp END) AS crashed_at,
+        max(CASE WHEN kind = 'interrupted' THEN timestamp END) AS interrupted_at,
         max(CASE WHEN kind = 'recorder_close' THEN timestamp END) AS closed_at,
         max(timestamp) AS last_event_at,
         count(*) AS events
@@ -57,6 +59,7 @@ SELECT
     st.last_step,
     CASE
         WHEN l.crashed_at IS NOT NULL AND l.crashed_at >= coalesce(l.opened_at, l.crashed_at) THEN 'crashed'
+        WHEN l.interrupted_at IS NOT NULL AND l.interrupted_at >= coalesce(l.opened_at, l.interrupted_at) THEN 'interrupted'
         WHEN l.closed_at IS NOT NULL AND l.closed_at >= coalesce(l.opened_at, l.closed_at) THEN 'closed'
         WHEN l.opened_at IS NULL AND st.compacted THEN 'closed'
         ELSE 'live'
