@@ -490,6 +490,15 @@ def test_a_bad_path_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2 and result.stderr.strip().startswith("rlprobe:") and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_runs_root_in_object_storage_is_refused_in_one_line() -> None:
+    from click.testing import CliRunner
+
+    from rlprobe.cli import cli
+
+    result = CliRunner().invoke(cli, ["ui", "s3://bucket/runs"])
+    assert result.exit_code == 2 and "reads local runs" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 def start(root: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
     """`rlprobe ui ROOT --port 0 ...` in a subprocess, and the address it printed."""
     proc = subprocess.Popen([sys.executable, "-m", "rlprobe", "ui", str(root), "--port", "0", *args],
