@@ -459,6 +459,8 @@ def test_with_a_token_every_request_needs_it(root: Path) -> None:
     assert "httponly" in first.headers["set-cookie"].lower() and "samesite=strict" in first.headers["set-cookie"].lower()
     assert ui.get("/api/runs").status_code == 200  # the cookie now carries it
     assert console(ui, "SELECT 1 AS one").json()["rows"] == [[1]]
+    odd = ui.get("http://testserver//evil.example/run?id=a b&x=%26&token=s3cret-token", follow_redirects=False)
+    assert odd.headers["location"] == "/evil.example/run?id=a+b&x=%26"  # stays on this server, re-encoded
 
 
 # -- the command ----------------------------------------------------------------------------------
