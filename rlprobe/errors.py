@@ -63,3 +63,11 @@ class SelectionExhausted(RlprobeError):
 
 class RemoteStorageError(RlprobeError):
     """Object storage (s3://, ...) refused or could not serve a request: credentials, endpoint, a missing client library."""
+
+
+class RecordingInUse(RlprobeError):
+    """Another Recorder (in this process or another) is writing the same recording directory."""
+
+
+class OutputRefused(RlprobeError):
+    """An output path (--out) would write into a recording, or be read as part of one; nothing was written."""

@@ -1,9 +1,25 @@
 """Metric names other tools log, mapped onto StepRecord fields.
 
 One table serves the TRL callback (its `on_log` dicts), the importers (trainer_state.json's
-log_history, JSONL/CSV dumps, console logs) and verl-style dumps, so a key means the same thing
-however a run reached us. Keys not named here are kept, under `extra`, and reported as unmapped:
-nothing a user logged is dropped silently.
+log_history, JSONL/CSV dumps, console logs, tracker files) and every trainer's names (TRL, verl,
+OpenRLHF, XTuner, home-grown loops), so a key means the same thing however a run reached us.
+Keys not named here are kept, under `extra`, and reported as unmapped: nothing a user logged is
+dropped silently.
+
+Three kinds of entries, all data:
+
+- FIELD_KEYS: a key that *is* a field (`completions/clipped_ratio` is `max_len_hit_frac`). When
+  one dict carries several keys for the same field, the one listed first here wins, whatever
+  order the dict has, and the others stay as extras.
+- PAIR_DERIVATIONS: a field that two keys of the same dict determine exactly
+  (`truncated_count / rollout_count` is `max_len_hit_frac`).
+- RUN_DERIVATIONS: a field a key determines only at some values (`val/num_eos_tokens == 0`
+  means no completion emitted EOS: `eos_rate` is 0). Those are applied to a whole run by
+  `derive_run`, and only when they hold at every step that logged the key: a series that exists
+  just where its value happens to be extreme would mislead every trend the doctor computes.
+
+Nothing is derived that is not exact. See docs/import.md for every key and why it means what it
+maps to.
 """
 
 from __future__ import annotations
@@ -11,76 +27,253 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rlprobe.schemas import STEP_FLOAT_FIELDS
 
-# Exact key -> StepRecord field. Where TRL renamed a metric across versions, both names map.
+# Exact key -> StepRecord field, in order of preference within a field (first wins). Where TRL
+# renamed a metric across versions, both names map.
 FIELD_KEYS: dict[str, str] = {
-    # TRL GRPO / RLOO (>= 0.14) and their older spellings
-    "reward": "reward_mean",
+    # -- reward ------------------------------------------------------------------------------
+    "reward": "reward_mean",  # TRL GRPO/RLOO (mean total reward), OpenRLHF (reward model score)
+    "critic/score/mean": "reward_mean",  # verl: the reward function's score, before any KL penalty
+    "objective/scores": "reward_mean",  # TRL PPO/RLOO (<= 0.19): the reward model's score
+    "rewards/mean": "reward_mean",  # XTuner RLTrainer "data statistics"
+    "mean_reward": "reward_mean",
+    "avg_reward": "reward_mean",
     "reward_std": "reward_std",
-    "kl": "kl_mean",
-    "entropy": "entropy_mean",
-    "clip_ratio/region_mean": "clip_fraction",
-    "clip_ratio": "clip_fraction",
-    "completions/mean_length": "completion_len_mean",
-    "completion_length": "completion_len_mean",
-    "completions/max_length": "completion_len_max",
-    "completions/clipped_ratio": "max_len_hit_frac",
-    "frac_reward_zero_std": "zero_variance_group_frac",
-    "grad_norm": "grad_norm",
-    "loss": "loss",
-    "learning_rate": "lr",
-    "step_time": "step_time_s",
-    # TRL with vLLM: |trainer logprob - sampler logprob| of the sampled tokens
-    "sampling/sampling_logp_difference/mean": "logprob_mismatch",
-    # TRL PPO / older RLOO
-    "objective/kl": "kl_mean",
-    "objective/entropy": "entropy_mean",
-    "objective/scores": "reward_mean",
-    "policy/entropy_avg": "entropy_mean",
-    "policy/clipfrac_avg": "clip_fraction",
-    "loss/value_avg": "value_loss",
-    "val/clipfrac_avg": "value_clip_fraction",
-    "val/ratio": "ratio_mean",
-    "lr": "lr",
-    # verl
-    "actor/entropy": "entropy_mean",
-    "actor/kl_loss": "kl_mean",
-    "actor/pg_clipfrac": "clip_fraction",
-    "actor/grad_norm": "grad_norm",
-    "actor/lr": "lr",
-    "actor/pg_loss": "loss",
-    "critic/score/mean": "reward_mean",
-    "critic/score/max": "reward_max",
     "critic/score/min": "reward_min",
-    "critic/advantages/mean": "adv_mean",
-    "critic/vf_loss": "value_loss",
-    "critic/vf_explained_var": "value_explained_variance",
-    "critic/vf_clipfrac": "value_clip_fraction",
-    "response_length/mean": "completion_len_mean",
+    "rewards/min": "reward_min",
+    "critic/score/max": "reward_max",
+    "rewards/max": "reward_max",
+    # -- KL to the reference model -----------------------------------------------------------
+    "kl": "kl_mean",  # TRL GRPO (per token), OpenRLHF (to the initial model)
+    "objective/kl": "kl_mean",  # TRL PPO/RLOO: summed over the sequence
+    "actor/kl_loss": "kl_mean",  # verl with use_kl_loss (GRPO)
+    "actor/reward_kl_penalty": "kl_mean",  # verl with use_kl_in_reward (PPO): the KL before beta
+    "kl_div": "kl_mean",
+    "kl_divergence": "kl_mean",
+    # -- policy ------------------------------------------------------------------------------
+    "entropy": "entropy_mean",  # TRL GRPO (per token)
+    "policy/entropy_avg": "entropy_mean",  # TRL PPO (per token)
+    "actor/entropy": "entropy_mean",  # verl
+    "policy_entropy_mean": "entropy_mean",
+    "objective/entropy": "entropy_mean",  # TRL PPO/RLOO: summed over the sequence; per token wins
+    "entropy_loss": "entropy_mean",  # OpenRLHF logs the entropy itself; others its negation (abs)
+    "actor/entropy_loss": "entropy_mean",  # older verl: the entropy itself
+    "val/ratio": "ratio_mean",  # TRL PPO: pi/pi_old
+    "clip_ratio/region_mean": "clip_fraction",  # TRL GRPO >= 0.18
+    "clip_ratio": "clip_fraction",  # TRL GRPO < 0.18
+    "policy/clipfrac_avg": "clip_fraction",  # TRL PPO
+    "actor/pg_clipfrac": "clip_fraction",  # verl
+    "ppo_clip_ratio": "clip_fraction",  # OpenRLHF
+    "clip_frac": "clip_fraction",
+    "clipfrac": "clip_fraction",
+    # -- advantages and groups ---------------------------------------------------------------
+    "critic/advantages/mean": "adv_mean",  # verl (token mean)
+    "advantages/mean": "adv_mean",  # XTuner (token mean)
+    "zero_advantage_fraction": "adv_zero_frac",
+    "group_reward_std": "group_reward_std_mean",
+    "frac_reward_zero_std": "zero_variance_group_frac",  # TRL GRPO >= 0.18
+    # -- value head (PPO) --------------------------------------------------------------------
+    "loss/value_avg": "value_loss",  # TRL PPO
+    "critic/vf_loss": "value_loss",  # verl
+    "critic_loss": "value_loss",  # OpenRLHF
+    "vf_loss": "value_loss",
+    "critic/vf_explained_var": "value_explained_variance",  # verl
+    "explained_variance": "value_explained_variance",
+    "val/clipfrac_avg": "value_clip_fraction",  # TRL PPO
+    "critic/vf_clipfrac": "value_clip_fraction",  # verl
+    # -- optimization ------------------------------------------------------------------------
+    "loss": "loss",
+    "loss/policy_avg": "loss",  # TRL PPO
+    "actor/pg_loss": "loss",  # verl
+    "policy_loss": "loss",  # OpenRLHF
+    "learning_rate": "lr",
+    "lr": "lr",
+    "actor/lr": "lr",  # verl
+    "actor_lr": "lr",  # OpenRLHF
+    "grad_norm": "grad_norm",
+    "actor/grad_norm": "grad_norm",  # verl
+    # -- generation --------------------------------------------------------------------------
+    "completions/mean_length": "completion_len_mean",  # TRL GRPO >= 0.18
+    "completion_length": "completion_len_mean",  # TRL GRPO < 0.18
+    "response_length/mean": "completion_len_mean",  # verl
+    "response_len/mean": "completion_len_mean",  # XTuner
+    "response_length": "completion_len_mean",  # OpenRLHF
+    "completion_length_mean": "completion_len_mean",
+    "avg_gen_tokens": "completion_len_mean",
+    "completions/max_length": "completion_len_max",
     "response_length/max": "completion_len_max",
+    "response_len/max": "completion_len_max",
+    "max_gen_tokens": "completion_len_max",
+    # The share of completions that reached the generation length limit: TRL's clipped_ratio is
+    # 1 - (completions holding EOS) / all, verl's clip_ratio is length == max_response_length.
+    "completions/clipped_ratio": "max_len_hit_frac",
     "response_length/clip_ratio": "max_len_hit_frac",
-    "timing_s/step": "step_time_s",
+    "response_clip_ratio": "max_len_hit_frac",  # OpenRLHF
+    "truncated_rate": "max_len_hit_frac",
+    # -- throughput --------------------------------------------------------------------------
+    "step_time": "step_time_s",
+    "timing_s/step": "step_time_s",  # verl
     "timing_s/gen": "generation_time_s",
     "timing_s/update_actor": "optimization_time_s",
+    # -- train/inference mismatch: mean |trainer logprob - sampler logprob| of sampled tokens --
+    "sampling/sampling_logp_difference/mean": "logprob_mismatch",  # TRL with vLLM
+    "mismatch/mismatch_logprob_abs_diff": "logprob_mismatch",  # verl and XTuner rollout IS
 }
 
 # rlprobe's own names mean themselves (a recording exported with `rlprobe query --csv` and
 # imported again); listed after the foreign names, which keep their mapping.
 FIELD_KEYS.update({name: name for name in STEP_FLOAT_FIELDS if name not in FIELD_KEYS})
 
-# Keys that carry the step number rather than a metric.
-STEP_KEYS: tuple[str, ...] = ("step", "global_step", "training/global_step")
+# A value that means its field only after a transform that is exact for every trainer naming it.
+# Entropy is never negative: a trainer logs it as is (OpenRLHF, verl) or as the loss term that
+# maximises it (its negation), and the absolute value is the entropy either way.
+VALUE_TRANSFORMS: dict[str, Callable[[float], float]] = {
+    "entropy_loss": abs,
+    "actor/entropy_loss": abs,
+}
+
+# Keys that carry the step number rather than a metric, in order of preference.
+STEP_KEYS: tuple[str, ...] = ("step", "global_step", "training/global_step", "train/global_step",
+                              "update", "iteration")
+
+# Per-sample checks a reward is built from, logged under a bare name: reward components.
+COMPONENT_KEYS: dict[str, str] = {
+    "accuracy": "accuracy",
+    "format_rate": "format_rate",
+}
+
+# Trackers namespace a trainer's keys (HF's W&B/TensorBoard callbacks and OpenRLHF log
+# `train/<key>`): the key under the namespace means what it means bare.
+NAMESPACES: tuple[str, ...] = ("train/",)
+
+
+@dataclass(frozen=True)
+class PairDerivation:
+    """field = numerator / denominator, exact when both keys are logged in the same dict."""
+
+    target: str
+    numerator: str
+    denominator: str
+    why: str
+
+
+PAIR_DERIVATIONS: tuple[PairDerivation, ...] = (
+    PairDerivation("max_len_hit_frac", "truncated_count", "rollout_count",
+                   "completions cut at the length limit out of all completions of the step"),
+)
+
+
+@dataclass(frozen=True)
+class RunDerivation:
+    """field = value wherever `source` equals `when`, applied only if it does at every step."""
+
+    target: str
+    source: str
+    when: float
+    value: float
+    why: str
+
+
+RUN_DERIVATIONS: tuple[RunDerivation, ...] = (
+    # TRL PPO counts EOS tokens in the batch's responses. A count says nothing exact about the
+    # share once it is above 0 (pad may be EOS, a response may hold several), but 0 means no
+    # completion ended with EOS.
+    RunDerivation("eos_rate", "val/num_eos_tokens", 0.0, 0.0,
+                  "no EOS token in any response of the step (TRL PPO's val/num_eos_tokens is 0)"),
+    # A reward std of 0, whether of the batch or the mean of the groups' stds, leaves every
+    # group with equal rewards.
+    RunDerivation("zero_variance_group_frac", "reward_std", 0.0, 1.0,
+                  "reward_std is 0, so every group's rewards are equal"),
+)
+
+# Keys trainers document that look like a field but are not one: kept as extras, with why.
+# (Anything else unmapped is simply unknown to rlprobe.) Exact keys, then key families.
+KNOWN_EXTRAS: dict[str, str] = {
+    "objective/rlhf_reward": "TRL PPO: the score minus the KL penalty; reward_mean is the score (objective/scores)",
+    "objective/non_score_reward": "TRL PPO: the KL penalty term, -beta * KL",
+    "policy/approxkl_avg": "TRL PPO: KL between the policy before and after an update, not to the reference",
+    "approx_kl": "KL between the policy before and after an update (PPO's early-stop statistic), not to the reference",
+    "ppo_kl": "OpenRLHF: KL between the policy before and after an update, not to the reference",
+    "actor/ppo_kl": "verl: KL between the policy before and after an update, not to the reference",
+    "vllm_kl": "OpenRLHF: KL between the trainer's and vLLM's logprobs; logprob_mismatch holds the mean |difference|",
+    "val/num_eos_tokens": "TRL PPO: a count of EOS tokens in the batch, not a share (eos_rate only where it is 0 throughout)",
+    "val/ratio_var": "TRL PPO: the variance of pi/pi_old",
+    "rollout_entropy": "XTuner: entropy of the rollout engine's logprobs; entropy_mean is the trainer's",
+    "sampling/sampling_logp_difference/max": "TRL: the largest |trainer - sampler| logprob gap; logprob_mismatch is the mean",
+    "num_tokens": "TRL: tokens consumed so far (a running total)",
+    "truncated_count": "a count; with rollout_count it gives max_len_hit_frac",
+    "rollout_count": "a count; with truncated_count it gives max_len_hit_frac",
+    "return": "OpenRLHF: the mean return (the value head's target)",
+    "values": "OpenRLHF: the value head's mean prediction",
+    "actor/pg_clipfrac_lower": "verl: the dual-clip lower bound's share; clip_fraction is actor/pg_clipfrac",
+    "actor/kl_coef": "verl: the KL coefficient",
+    "actor/reward_kl_penalty_coeff": "verl: the KL coefficient",
+    "response/aborted_ratio": "verl: share of empty (aborted) responses",
+    "max_ratio": "XTuner: the largest pi/pi_old of an optimizer step (its max over a rollout in max_ratio/max)",
+    "max_ratio/max": "XTuner: the largest pi/pi_old of a rollout's optimizer steps",
+    "grad_norm/max": "XTuner: the largest grad norm of a rollout's optimizer steps; grad_norm is their mean",
+    "total_loss": "XTuner: the optimizer step's total loss; loss is its policy loss",
+    "reduced_llm_loss": "XTuner: the loss reduced across ranks",
+    "consumed_tokens": "XTuner: tokens of the optimizer step",
+    "efficient_attn_ratio": "XTuner: packing efficiency",
+    "optimizer_steps": "XTuner: optimizer steps in the rollout's update",
+    "skipped_optimizer_steps": "XTuner: optimizer steps skipped because the grad norm exceeded its threshold",
+    "batch_size": "samples in the step's batch",
+    "episode": "TRL PPO: samples seen so far",
+    "epoch": "the Trainer's epoch counter",
+    "eps": "TRL PPO: episodes per second",
+}
+KNOWN_EXTRA_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^rewards/[^/]+/std$"), "TRL: a reward function's std; its mean is the reward component"),
+    (re.compile(r"^completions/(min|max|mean|min_terminated|max_terminated|mean_terminated)_(length|terminated_length)$|"
+                r"^completions/min_length$"),
+     "TRL: lengths of all completions (min) or of those that ended with EOS only"),
+    (re.compile(r"^clip_ratio/(low|high)_(mean|min|max)$"),
+     "TRL: one side of the clip region; clip_fraction is clip_ratio/region_mean, both sides"),
+    (re.compile(r"^sampling/importance_sampling_ratio/"), "TRL: truncated importance weights between trainer and sampler"),
+    (re.compile(r"^mismatch/"), "verl/XTuner train-inference statistics; logprob_mismatch is mismatch_logprob_abs_diff, "
+                                "the mean |logprob difference| (what TRL logs)"),
+    (re.compile(r"^critic/rewards/"), "verl: the score after the in-reward KL penalty; reward_mean is critic/score/mean"),
+    (re.compile(r"^critic/(returns|values)/|^critic/vpred_mean$"), "verl: the value head's targets and predictions"),
+    (re.compile(r"^critic/(grad_norm|lr)$"), "verl: the critic's optimizer; grad_norm and lr are the actor's"),
+    (re.compile(r"^critic/advantages/(max|min)$|^advantages/(max|min)$"), "the advantages' range; adv_mean is the mean"),
+    (re.compile(r"^(prompt_length|prompt_len)/|^response_length/min$|^response_len/(min|std)$|^response_length_non_aborted/"),
+     "prompt lengths, and response-length statistics without a field"),
+    (re.compile(r"^(timing_s|timing_per_token_ms|perf|timing)/"), "timings and throughput without a field"),
+    (re.compile(r"^(val-core|val-aux|eval)/|^eval_"), "evaluation metrics, not a training step's"),
+)
+
+
+def why_extra(key: str) -> str | None:
+    """Why a key trainers document is kept as an extra rather than mapped, or None if unknown."""
+    bare = next((key[len(p):] for p in NAMESPACES if key.startswith(p)), key)
+    reason = KNOWN_EXTRAS.get(bare)
+    if reason is not None:
+        return reason
+    for pattern, why in KNOWN_EXTRA_FAMILIES:
+        if pattern.search(bare):
+            return why
+    return None
+
+
+# Fields that name a training algorithm's own machinery; see infer_algorithm.
+_VALUE_FIELDS = ("value_loss", "value_explained_variance", "value_clip_fraction")
+_GROUP_FIELDS = ("zero_variance_group_frac", "group_reward_std_mean")
+
+_FIELD_RANK: dict[str, int] = {key: i for i, key in enumerate(FIELD_KEYS)}
+_STEP_RANK: dict[str, int] = {key: i for i, key in enumerate(STEP_KEYS)}
+_PAIR_INPUTS = frozenset(k for d in PAIR_DERIVATIONS for k in (d.numerator, d.denominator))
 
 # Per-reward-function means: TRL >= 0.17 logs rewards/<f>/mean, older TRL rewards/<f>.
 _COMPONENT = re.compile(r"^rewards/(?P<name>[^/]+)(?:/mean)?$")
 
-# A trainer logs the same few dozen keys every step: remember what the regex said about each,
+# A trainer logs the same few dozen keys every step: remember what the rules said about each,
 # so a step costs dict lookups, not regex matches. Bounded, for importers that meet many keys.
-_COMPONENT_OF: dict[str, str | None] = {}
-_COMPONENT_CACHE_SIZE = 4096
+_RESOLVED: dict[str, tuple[str, str] | None] = {}
+_CACHE_SIZE = 4096
 
 
 @dataclass
@@ -93,6 +286,8 @@ class MappedMetrics:
     extra: dict[str, float] = field(default_factory=dict)
     unmapped: list[str] = field(default_factory=list)  # numeric keys kept under extra
     skipped: list[str] = field(default_factory=list)  # keys whose value is not a number
+    shadowed: list[str] = field(default_factory=list)  # keys of a field a preferred key set: extra
+    derived: list[str] = field(default_factory=list)  # fields computed from other keys
 
     def step_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for StepRecord / Recorder.log_step (without `step`)."""
@@ -127,41 +322,211 @@ def to_float(value: Any) -> float | None:
     return None
 
 
+def resolve(key: str) -> tuple[str, str] | None:
+    """What a key means: ("field", name), ("component", name), ("step", key), or None (an extra)."""
+    try:
+        return _RESOLVED[key]
+    except KeyError:
+        pass
+    found = _resolve_bare(key)
+    if found is None:
+        for prefix in NAMESPACES:
+            if key.startswith(prefix):
+                found = _resolve_bare(key[len(prefix):])
+                break
+    if len(_RESOLVED) >= _CACHE_SIZE:
+        _RESOLVED.clear()
+    _RESOLVED[key] = found
+    return found
+
+
+def _resolve_bare(key: str) -> tuple[str, str] | None:
+    if key in STEP_KEYS:
+        return ("step", key)
+    target = FIELD_KEYS.get(key)
+    if target is not None:
+        return ("field", key)
+    if key in COMPONENT_KEYS:
+        return ("component", COMPONENT_KEYS[key])
+    component = _component_of(key)
+    return ("component", component) if component is not None else None
+
+
 def map_metrics(metrics: Mapping[str, Any]) -> MappedMetrics:
-    """Split a logged metrics dict (TRL, HF Trainer, verl names) into StepRecord parts."""
-    out = MappedMetrics()
+    """Split a logged metrics dict (TRL, HF Trainer, verl, OpenRLHF names) into StepRecord parts."""
+    keys = tuple(metrics)
+    plan = _PLANS.get(keys)
+    if plan is None:
+        plan = _plan(keys)
+    values = [to_float(metrics[k]) for k in keys]
+    if None in values or (plan.step_index is not None and not math.isfinite(values[plan.step_index])):
+        return _map_slowly(metrics)  # a non-number changes which key wins: decide key by key
+    out = MappedMetrics(
+        fields={target: (values[i] if transform is None else transform(values[i])) for i, target, transform in plan.fields},
+        components={name: values[i] for i, name in plan.components},
+        extra={keys[i]: values[i] for i in plan.extra},
+        unmapped=list(plan.unmapped),
+        shadowed=list(plan.shadowed),
+    )
+    if plan.step_index is not None:
+        out.step = int(values[plan.step_index])
+    if plan.pairs:
+        _derive_pairs(out, {keys[i]: values[i] for i in plan.pairs})
+    return out
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How a dict with these keys, in this order, all numbers, maps: decided once per key set."""
+
+    fields: tuple[tuple[int, str, Callable[[float], float] | None], ...]
+    components: tuple[tuple[int, str], ...]
+    extra: tuple[int, ...]
+    unmapped: tuple[str, ...]
+    shadowed: tuple[str, ...]
+    step_index: int | None
+    pairs: tuple[int, ...]
+
+
+# Trainers log the same keys every step: one plan per distinct key tuple (bounded like _RESOLVED).
+_PLANS: dict[tuple[str, ...], _Plan] = {}
+
+
+def _plan(keys: tuple[str, ...]) -> _Plan:
+    mapped = _map_slowly({k: 0.0 for k in keys}, indices=True)
+    index = {k: i for i, k in enumerate(keys)}
+    plan = _Plan(
+        fields=tuple((index[key], target, VALUE_TRANSFORMS.get(_bare(key))) for target, key in mapped.field_keys.items()),
+        components=tuple((index[key], name) for key, name in mapped.component_keys),
+        extra=tuple(index[k] for k in mapped.extra),
+        unmapped=tuple(mapped.unmapped),
+        shadowed=tuple(mapped.shadowed),
+        step_index=index[mapped.step_key] if mapped.step_key is not None else None,
+        pairs=tuple(index[k] for k in keys if k in _PAIR_INPUTS),
+    )
+    if len(_PLANS) >= _CACHE_SIZE:
+        _PLANS.clear()
+    _PLANS[keys] = plan
+    return plan
+
+
+def _bare(key: str) -> str:
+    meaning = resolve(key)
+    return meaning[1] if meaning is not None else key
+
+
+@dataclass
+class _Decided(MappedMetrics):
+    """map_metrics' result plus which key decided each part (what a plan records)."""
+
+    field_keys: dict[str, str] = field(default_factory=dict)
+    component_keys: list[tuple[str, str]] = field(default_factory=list)
+    step_key: str | None = None
+
+
+def _map_slowly(metrics: Mapping[str, Any], indices: bool = False) -> Any:
+    """map_metrics key by key: what a plan compiles, and the path for dicts with non-numbers."""
+    out = _Decided()
+    holder: dict[str, tuple[int, str, float]] = {}  # field -> (rank, key, value as logged)
+    step_rank = len(STEP_KEYS)
+    pair_values: dict[str, float] = {}
     for key, raw in metrics.items():
         value = to_float(raw)
         if value is None:
             out.skipped.append(key)
             continue
-        if key in STEP_KEYS:
-            if math.isfinite(value):
-                out.step = int(value)
+        if key in _PAIR_INPUTS:
+            pair_values[key] = value
+        meaning = resolve(key)
+        if meaning is None:
+            out.extra[key] = value
+            out.unmapped.append(key)
             continue
-        target = FIELD_KEYS.get(key)
-        if target is not None:
-            # the first spelling wins when a dict carries both an old and a new name
-            out.fields.setdefault(target, value)
+        kind, name = meaning
+        if kind == "step":
+            rank = _STEP_RANK[name]
+            if math.isfinite(value) and rank < step_rank:
+                out.step, out.step_key, step_rank = int(value), key, rank
             continue
-        component = _component_of(key)
-        if component is not None:
-            out.components[component] = value
+        if kind == "component":
+            out.components[name] = value
+            out.component_keys.append((key, name))
             continue
-        out.extra[key] = value
-        out.unmapped.append(key)
-    return out
+        target, rank = FIELD_KEYS[name], _FIELD_RANK[name]
+        held = holder.get(target)
+        if held is not None and held[0] < rank:  # a preferred key holds the field: this one is an extra
+            out.extra[key] = value
+            out.shadowed.append(key)
+            continue
+        if held is not None:  # this key is preferred over the one that came first
+            out.extra[held[1]] = held[2]
+            out.shadowed.append(held[1])
+        transform = VALUE_TRANSFORMS.get(name)
+        out.fields[target] = transform(value) if transform is not None else value
+        out.field_keys[target] = key
+        holder[target] = (rank, key, value)
+    if indices:
+        return out
+    if pair_values:
+        _derive_pairs(out, pair_values)
+    return MappedMetrics(step=out.step, fields=out.fields, components=out.components, extra=out.extra,
+                         unmapped=out.unmapped, skipped=out.skipped, shadowed=out.shadowed, derived=out.derived)
+
+
+def _derive_pairs(out: MappedMetrics, values: Mapping[str, float]) -> None:
+    for rule in PAIR_DERIVATIONS:
+        if rule.target in out.fields or rule.numerator not in values or rule.denominator not in values:
+            continue
+        num, den = values[rule.numerator], values[rule.denominator]
+        if math.isfinite(num) and math.isfinite(den) and den > 0:
+            out.fields[rule.target] = num / den
+            out.derived.append(rule.target)
+
+
+def derive_run(entries: Sequence[MappedMetrics]) -> list[str]:
+    """Apply RUN_DERIVATIONS to a whole run in place; one note per field derived (or refused).
+
+    A rule applies only when the field is not logged at any step and its condition holds at
+    every step that logged the source key; then every such step gets the field.
+    """
+    notes: list[str] = []
+    for rule in RUN_DERIVATIONS:
+        if any(rule.target in e.fields for e in entries):
+            continue
+        carriers = [(e, _logged(e, rule.source)) for e in entries]
+        carriers = [(e, v) for e, v in carriers if v is not None]
+        if not carriers:
+            continue
+        if all(v == rule.when for _, v in carriers):
+            for e, _ in carriers:
+                e.fields[rule.target] = rule.value
+                e.derived.append(rule.target)
+            notes.append(f"{rule.target} = {rule.value:g} at all {len(carriers)} steps: {rule.why}")
+        elif any(v == rule.when for _, v in carriers):
+            notes.append(f"{rule.target} not derived from {rule.source}: it is {rule.when:g} at some steps only, "
+                         "and a value at the other steps is not exact")
+    return notes
+
+
+def _logged(entry: MappedMetrics, key: str) -> float | None:
+    """The value a dict logged for key: a field of that name, else the extra."""
+    value = entry.fields.get(key) if key in entry.fields else entry.extra.get(key)
+    return value
+
+
+def infer_algorithm(fields: Iterable[str]) -> tuple[str | None, str]:
+    """The algorithm a run's logged fields name, and why: a value function means PPO, group statistics GRPO."""
+    names = set(fields)
+    value = [f for f in _VALUE_FIELDS if f in names]
+    if value:
+        return "ppo", f"a value function is trained ({', '.join(value)} logged)"
+    group = [f for f in _GROUP_FIELDS if f in names]
+    if group:
+        return "grpo", f"group-relative reward statistics are logged ({', '.join(group)}): GRPO or a sibling (RLOO, DAPO)"
+    return None, ""
 
 
 def _component_of(key: str) -> str | None:
-    """The reward function a rewards/<f>[/mean] key names, else None (cached per key)."""
-    try:
-        return _COMPONENT_OF[key]
-    except KeyError:
-        pass
+    """The reward function a rewards/<f>[/mean] key names, else None."""
     match = _COMPONENT.match(key)
-    name = match.group("name") if match else None
-    if len(_COMPONENT_OF) >= _COMPONENT_CACHE_SIZE:
-        _COMPONENT_OF.clear()
-    _COMPONENT_OF[key] = name
-    return name
+    return match.group("name") if match else None

@@ -77,7 +77,14 @@ def test_pathology_is_caught_near_its_onset_and_ranked_first(sig: str, n_steps: 
     top = alarms(d)
     assert top and top[0].signature_id == sig, [(f.signature_id, f.severity, f.confidence) for f in top]
     f = top[0]
-    assert abs(f.first_step - truth.onset_step) <= max(15, 0.03 * n_steps), (f.first_step, truth.onset_step)
+    # the onset is where the data shows it: the synthetic process may start a few steps before
+    # any completion is actually cut (its share is exactly 0 until then)
+    seen = truth.onset_step
+    if sig == "TRUNCATION_STARVE":
+        run = make_run(sig, n_steps=n_steps, seed=seed)
+        share = np.nan_to_num(run.series["max_len_hit_frac"], nan=0.0)
+        seen = int(run.steps[np.flatnonzero((run.steps >= truth.onset_step) & (share > 0))[0]])
+    assert abs(f.first_step - seen) <= max(15, 0.03 * n_steps), (f.first_step, seen, truth.onset_step)
     assert f.severity == "critical" and f.confidence >= 0.8
     assert f.links_to_samples and f.suggested_actions
 
@@ -125,14 +132,15 @@ def test_throughput_rot_with_growing_length_blames_the_length() -> None:
 def test_truncation_after_an_entropy_blowup_is_a_symptom() -> None:
     d, _ = diagnose("ENTROPY_BLOWUP", 800, 2)
     f = finding(d, "TRUNCATION_STARVE")
-    assert f is not None and f.severity == "info" and f.evidence["root_cause"] == "ENTROPY_BLOWUP"
-    assert alarms(d)[0].signature_id != "TRUNCATION_STARVE"
+    assert f is not None and f.explained_by == "ENTROPY_BLOWUP" and "see ENTROPY_BLOWUP" in f.explanation
+    order = [x.signature_id for x in d.findings]
+    assert order[0] == "ENTROPY_BLOWUP" and order.index("TRUNCATION_STARVE") > 0
 
 
 def test_truncation_from_a_repetition_loop_is_a_symptom() -> None:
     d, _ = diagnose("REPETITION_SPIRAL", 4747, 3)
     f = finding(d, "TRUNCATION_STARVE")
-    assert f is not None and f.severity == "info" and f.evidence["root_cause"] == "REPETITION_SPIRAL"
+    assert f is not None and f.explained_by == "REPETITION_SPIRAL" and "see REPETITION_SPIRAL" in f.explanation
     assert alarms(d)[0].signature_id == "REPETITION_SPIRAL"
 
 

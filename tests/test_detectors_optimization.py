@@ -170,7 +170,9 @@ def test_clipping_caused_by_stale_rollouts_is_reported_under_its_cause():
     assert top.signature_id == "STALE_ROLLOUTS" and abs(top.first_step - onset) <= 10
     assert top.evidence["clip_fraction_during"] > 0.25 and top.evidence["corr_age_clip"] > 0.8
     (clipping,) = [f for f in d.findings if f.signature_id == "CLIP_SATURATION"]
-    assert clipping.severity == "info" and clipping.evidence["explained_by"] == "STALE_ROLLOUTS"
+    assert clipping.explained_by == "STALE_ROLLOUTS" and clipping.evidence["explained_by"] == "STALE_ROLLOUTS"
+    order = [f.signature_id for f in d.findings]
+    assert order.index("STALE_ROLLOUTS") < order.index("CLIP_SATURATION")
 
 
 def test_growth_of_the_grad_norm_is_not_mistaken_for_a_one_off_burst():

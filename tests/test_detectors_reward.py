@@ -175,10 +175,13 @@ def test_missing_inputs_are_skipped_with_a_reason() -> None:
     assert not [f for f in d.findings if f.signature_id in MINE]
 
 
-def test_a_very_short_run_is_diagnosed_without_findings_or_errors() -> None:
-    d, _ = diagnose("REWARD_COLLAPSE", 12, 0)
+def test_a_very_short_run_is_diagnosed_without_errors_and_only_what_its_points_show() -> None:
+    # 12 steps: reward 0.9 -> 1.47, then 0.58-0.96 from step 6 (the collapse's true onset is 5)
+    d, truth = diagnose("REWARD_COLLAPSE", 12, 0)
     assert not [s for s in d.skipped if s.reason.startswith("detector error")]
-    assert not [f for f in d.findings if f.signature_id in MINE]
+    mine = [f for f in d.findings if f.signature_id in MINE]
+    assert [f.signature_id for f in mine] == ["REWARD_COLLAPSE"]
+    assert abs(mine[0].first_step - truth.onset_step) <= 1
 
 
 def test_thresholds_come_from_the_doctor_config() -> None:

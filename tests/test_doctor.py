@@ -131,10 +131,10 @@ def test_cli_doctor_on_a_root_ranks_runs_by_their_worst_finding(tmp_path):
 
 @pytest.mark.parametrize("chunk_steps", [1_000_000, 700])  # one chunk; two runs per chunk
 def test_a_root_is_diagnosed_exactly_as_its_runs_are_one_by_one(tmp_path, monkeypatch, chunk_steps):
-    from rlprobe.doctor import engine
+    from rlprobe.doctor import session
     from rlprobe.synth import write_run
 
-    monkeypatch.setattr(engine, "_CHUNK_STEPS", chunk_steps)
+    monkeypatch.setattr(session, "CHUNK_STEPS", chunk_steps)
 
     for i, kind in enumerate(["healthy", "KL_BLOWUP", "ENTROPY_COLLAPSE", "REWARD_HACK_LENGTH", "DEGENERATE_GROUPS"]):
         write_run(tmp_path / "root" / f"team-{i % 2}" / kind, kind, n_steps=300, seed=40 + i)

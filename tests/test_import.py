@@ -311,12 +311,13 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
 
 def test_cli_import_prints_a_summary_and_the_unmapped_keys(tmp_path: Path) -> None:
     source = tmp_path / "metrics.jsonl"
-    source.write_text("\n".join(json.dumps(r) for r in VERL_ROWS) + "\n")
+    source.write_text("\n".join(json.dumps({**r, "my/metric": 1.0}) for r in VERL_ROWS) + "\n")
 
     result = invoke("import", source, tmp_path / "run", "--algorithm", "ppo")
     assert result.exit_code == 0, result.output
     assert "3 steps (steps 1..3)" in result.output
-    assert "unmapped keys (1, kept as extra.<key>): perf/throughput" in result.output
+    assert "known keys without a field (1, kept as extra.<key>; docs/import.md says why): perf/throughput" in result.output
+    assert "unmapped keys (1, kept as extra.<key>): my/metric" in result.output
 
     query = invoke("query", tmp_path / "run", 'SELECT max("extra.perf/throughput") AS t, max(entropy_mean) AS e FROM steps', "--json")
     assert json.loads(query.output) == [{"t": 1000.0, "e": 0.9}]

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rlprobe import keymap
-from rlprobe.keymap import map_metrics
+from rlprobe.keymap import derive_run, infer_algorithm, map_metrics
 
 
 def test_a_trl_log_splits_into_fields_components_and_extras() -> None:
@@ -30,7 +30,7 @@ def test_a_trl_log_splits_into_fields_components_and_extras() -> None:
 
 
 def test_every_step_maps_a_key_the_same_way_as_the_first() -> None:
-    # The component names are remembered per key; the second step must not differ from the first.
+    # What a key means is remembered per key; the second step must not differ from the first.
     logs = {"rewards/a/mean": 1.0, "rewards/b": 2.0, "rewards/c/d/mean": 3.0, "loss": math.nan}
     first, second = map_metrics(logs), map_metrics(logs)
     assert first.components == second.components == {"a": 1.0, "b": 2.0}
@@ -39,10 +39,142 @@ def test_every_step_maps_a_key_the_same_way_as_the_first() -> None:
 
 
 def test_more_distinct_keys_than_the_cache_holds_still_map(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(keymap, "_COMPONENT_CACHE_SIZE", 4)
-    monkeypatch.setattr(keymap, "_COMPONENT_OF", {})
+    monkeypatch.setattr(keymap, "_CACHE_SIZE", 4)
+    monkeypatch.setattr(keymap, "_RESOLVED", {})
     for round_ in range(2):
         mapped = map_metrics({f"rewards/f{i}/mean": float(i) for i in range(10)} | {f"other/{i}": 1.0 for i in range(10)})
         assert mapped.components == {f"f{i}": float(i) for i in range(10)}, round_
         assert len(mapped.extra) == 10
-    assert len(keymap._COMPONENT_OF) <= 4
+    assert len(keymap._RESOLVED) <= 4
+
+
+def test_the_preferred_key_of_a_field_wins_whatever_the_dict_order() -> None:
+    # TRL PPO logs both: the per-token entropy is comparable across lengths, the sequence sum is not.
+    a = map_metrics({"objective/entropy": 25.9, "policy/entropy_avg": 0.34})
+    b = map_metrics({"policy/entropy_avg": 0.34, "objective/entropy": 25.9})
+    assert a.fields == b.fields == {"entropy_mean": 0.34}
+    assert a.extra == b.extra == {"objective/entropy": 25.9}  # the other spelling is kept, not dropped
+    assert a.shadowed == b.shadowed == ["objective/entropy"]
+
+
+def test_trl_ppo_keys() -> None:
+    mapped = map_metrics({
+        "objective/kl": 8.48, "objective/scores": -0.1, "objective/rlhf_reward": -0.52, "objective/non_score_reward": -0.42,
+        "policy/approxkl_avg": 0.17, "policy/clipfrac_avg": 0.064, "loss/policy_avg": 0.036, "loss/value_avg": 8.69,
+        "val/clipfrac_avg": 0.0, "policy/entropy_avg": 0.34, "val/ratio": 0.96, "val/ratio_var": 3.6e-8,
+        "val/num_eos_tokens": 0, "lr": 5e-06, "episode": 4, "step": 1,
+    })
+    assert mapped.step == 1
+    assert mapped.fields == {"kl_mean": 8.48, "reward_mean": -0.1, "clip_fraction": 0.064, "loss": 0.036, "value_loss": 8.69,
+                             "value_clip_fraction": 0.0, "entropy_mean": 0.34, "ratio_mean": 0.96, "lr": 5e-06}
+    # The KL between consecutive policies and the score net of the KL penalty have no field.
+    assert set(mapped.extra) == {"objective/rlhf_reward", "objective/non_score_reward", "policy/approxkl_avg",
+                                 "val/ratio_var", "val/num_eos_tokens", "episode"}
+
+
+def test_verl_keys() -> None:
+    mapped = map_metrics({
+        "critic/score/mean": 0.4, "critic/rewards/mean": 0.38, "critic/advantages/mean": 0.0, "critic/vf_loss": 0.2,
+        "critic/vf_explained_var": 0.5, "actor/entropy": 0.9, "actor/pg_loss": -0.01, "actor/pg_clipfrac": 0.02,
+        "actor/ppo_kl": 0.001, "actor/reward_kl_penalty": 0.03, "actor/grad_norm": 0.4, "response_length/mean": 300.0,
+        "response_length/clip_ratio": 0.1, "mismatch/mismatch_logprob_abs_diff": 0.015, "training/global_step": 12,
+    })
+    assert mapped.step == 12
+    assert mapped.fields == {"reward_mean": 0.4, "adv_mean": 0.0, "value_loss": 0.2, "value_explained_variance": 0.5,
+                             "entropy_mean": 0.9, "loss": -0.01, "clip_fraction": 0.02, "kl_mean": 0.03, "grad_norm": 0.4,
+                             "completion_len_mean": 300.0, "max_len_hit_frac": 0.1, "logprob_mismatch": 0.015}
+    assert set(mapped.extra) == {"critic/rewards/mean", "actor/ppo_kl"}  # score net of the KL penalty; policy-change KL
+
+
+def test_openrlhf_keys_and_the_sign_of_its_entropy() -> None:
+    mapped = map_metrics({"policy_loss": 0.01, "actor_lr": 5e-7, "ppo_clip_ratio": 0.03, "ppo_kl": 0.001, "kl": 0.02,
+                          "reward": 0.5, "return": 0.4, "response_length": 420.0, "response_clip_ratio": 0.25,
+                          "critic_loss": 0.3, "entropy_loss": 1.1})
+    assert mapped.fields == {"loss": 0.01, "lr": 5e-7, "clip_fraction": 0.03, "kl_mean": 0.02, "reward_mean": 0.5,
+                             "completion_len_mean": 420.0, "max_len_hit_frac": 0.25, "value_loss": 0.3, "entropy_mean": 1.1}
+    # A loop that logs the entropy term of its loss (the negated entropy) reads as the same entropy.
+    assert map_metrics({"entropy_loss": -1.1}).fields == {"entropy_mean": 1.1}
+
+
+def test_tracker_namespaces_are_read_through() -> None:
+    mapped = map_metrics({"train/reward": 0.7, "train/rewards/accuracy_reward/mean": 0.6, "train/global_step": 30,
+                          "train/my_thing": 1.0, "eval/reward": 0.5})
+    assert (mapped.step, mapped.fields, mapped.components) == (30, {"reward_mean": 0.7}, {"accuracy_reward": 0.6})
+    assert mapped.unmapped == ["train/my_thing", "eval/reward"]
+
+
+def test_home_grown_loop_keys() -> None:
+    mapped = map_metrics({"mean_reward": 0.93, "accuracy": 0.65, "format_rate": 0.75, "avg_gen_tokens": 503.5,
+                          "max_gen_tokens": 951, "group_reward_std": 0.36, "frac_reward_zero_std": 0.25,
+                          "truncated_count": 5, "rollout_count": 20, "approx_kl": 0.0, "update": 3})
+    assert mapped.step == 3
+    assert mapped.fields == {"reward_mean": 0.93, "completion_len_mean": 503.5, "completion_len_max": 951.0,
+                             "group_reward_std_mean": 0.36, "zero_variance_group_frac": 0.25, "max_len_hit_frac": 0.25}
+    assert mapped.derived == ["max_len_hit_frac"]  # 5 of 20 completions hit the cap
+    assert mapped.components == {"accuracy": 0.65, "format_rate": 0.75}
+    # approx_kl is the KL between the old and the updated policy, not the KL to the reference.
+    assert set(mapped.extra) == {"truncated_count", "rollout_count", "approx_kl"}
+
+
+def test_a_logged_share_wins_over_the_derived_one() -> None:
+    mapped = map_metrics({"truncated_rate": 0.2, "truncated_count": 5, "rollout_count": 20})
+    assert mapped.fields == {"max_len_hit_frac": 0.2} and mapped.derived == []
+    assert "max_len_hit_frac" not in map_metrics({"truncated_count": 5, "rollout_count": 0}).fields
+
+
+def test_eos_rate_from_a_count_only_when_it_is_zero_at_every_step() -> None:
+    dead = [map_metrics({"val/num_eos_tokens": 0, "objective/scores": -0.1}) for _ in range(3)]
+    notes = derive_run(dead)
+    assert [e.fields["eos_rate"] for e in dead] == [0.0, 0.0, 0.0] and "eos_rate" in notes[0]
+
+    # A count above 0 says nothing exact; zeros alone would make a series of only its extremes.
+    mixed = [map_metrics({"val/num_eos_tokens": n}) for n in (0, 7, 0)]
+    notes = derive_run(mixed)
+    assert not any("eos_rate" in e.fields for e in mixed) and "not derived" in notes[0]
+
+
+def test_every_group_is_degenerate_when_reward_std_is_zero_throughout() -> None:
+    dead = [map_metrics({"reward": -0.1, "reward_std": 0.0}) for _ in range(4)]
+    derive_run(dead)
+    assert {e.fields["zero_variance_group_frac"] for e in dead} == {1.0}
+    logged = [map_metrics({"reward_std": 0.0, "frac_reward_zero_std": 0.5})]
+    derive_run(logged)
+    assert logged[0].fields["zero_variance_group_frac"] == 0.5  # what the trainer logged is never replaced
+
+
+def test_algorithm_from_the_key_set() -> None:
+    def fields(logged: dict[str, float]) -> set[str]:
+        return set(map_metrics(logged).fields)
+
+    assert infer_algorithm(fields({"objective/scores": 0.1, "loss/value_avg": 8.7}))[0] == "ppo"
+    assert infer_algorithm(fields({"critic_loss": 0.3, "frac_reward_zero_std": 0.5}))[0] == "ppo"  # a critic decides
+    assert infer_algorithm(fields({"reward": 0.5, "frac_reward_zero_std": 0.2}))[0] == "grpo"
+    assert infer_algorithm(fields({"train/frac_reward_zero_std": 0.2}))[0] == "grpo"
+    assert infer_algorithm(fields({"reward": 0.5, "loss": 0.1})) == (None, "")
+
+
+@pytest.mark.parametrize("logged", [
+    {"reward": 0.5, "objective/entropy": 25.9, "policy/entropy_avg": 0.34, "step": 3, "my": 1.0},
+    {"policy/entropy_avg": 0.34, "objective/entropy": 25.9, "entropy_loss": -1.0, "truncated_count": 2, "rollout_count": 8},
+    {"step": math.nan, "global_step": 4, "reward": "0.25", "note": "text", "rewards/a/mean": 1.0, "rewards/a": 2.0},
+    {"train/reward": 1.0, "reward": 2.0, "train/global_step": 5, "iteration": 9},
+])
+def test_the_compiled_plan_maps_like_the_key_by_key_rules(logged: dict) -> None:
+    # map_metrics compiles one plan per key set; whatever the values, it must agree with the rules.
+    fast, slow = map_metrics(logged), keymap._map_slowly(logged)
+    for part in ("step", "fields", "components", "extra", "unmapped", "skipped", "shadowed", "derived"):
+        assert getattr(fast, part) == getattr(slow, part), part
+    again = map_metrics({k: (v + 1 if isinstance(v, float) and not math.isnan(v) else v) for k, v in logged.items()})
+    assert set(again.fields) == set(fast.fields)
+
+
+def test_docs_import_md_lists_every_key_and_derivation() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "import.md").read_text()
+    missing = [k for k, f in keymap.FIELD_KEYS.items() if k != f and f"`{k}`" not in text]
+    missing += [k for k in (*keymap.STEP_KEYS, *keymap.COMPONENT_KEYS, *keymap.VALUE_TRANSFORMS) if f"`{k}`" not in text]
+    missing += [f"{d.numerator}/{d.denominator}" for d in keymap.PAIR_DERIVATIONS
+                if f"`{d.numerator} / {d.denominator}`" not in text]
+    missing += [d.source for d in keymap.RUN_DERIVATIONS if f"`{d.source}`" not in text or f"`{d.target}`" not in text]
+    assert missing == []

@@ -473,18 +473,6 @@ def test_a_file_vanishing_mid_read_is_retried_next_tick(tmp_path: Path, monkeypa
     assert watcher.last_error is None
 
 
-def test_without_the_engine_internals_it_falls_back_to_a_full_diagnosis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_run(tmp_path / "run", "CLIP_SATURATION", n_steps=400, seed=1, samples_every=0)
-
-    def moved() -> Any:
-        raise AttributeError("module 'rlprobe.doctor.engine' has no attribute '_diagnose_connection'")
-
-    monkeypatch.setattr(live, "_engine_hooks", moved)
-    watcher = RunWatcher(tmp_path / "run")
-    assert [f.signature_id for f in watcher.tick()] == ["CLIP_SATURATION"]
-    same_as_full_doctor(watcher, tmp_path / "run")
-
-
 def test_refuses_what_it_cannot_read(tmp_path: Path, newer_schema_run: Path, nested_root: Path) -> None:
     with pytest.raises(SchemaTooNew, match="upgrade rlprobe"):
         RunWatcher(newer_schema_run).tick()

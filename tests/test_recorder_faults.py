@@ -300,3 +300,17 @@ def test_resuming_after_a_crash_keeps_the_parts_and_ignores_temp_files(tmp_path,
     got = rows(run, "SELECT run_id, step, loss FROM steps ORDER BY step")
     assert [(r["run_id"], r["step"], r["loss"]) for r in got] == [("crashed-run", s, float(s)) for s in range(8)]
     assert part_files(run) == [] and (run / "steps.parquet").exists()
+
+
+def test_rows_still_pending_when_close_gives_up_are_counted_as_dropped(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    fail_parquet_writes(monkeypatch, times=10**9)  # the disk never recovers
+    rec = Recorder(run, capture_env=False, flush_interval_s=60)  # nothing written before close
+    for step in range(5):
+        rec.log_step(step, loss=float(step))
+    rec.log_samples(0, [{"prompt_text": "p", "reward_total": 1.0}] * 3, select=False)
+    rec.close()
+    assert rec.dropped == 5 + 3, "5 step rows and 3 sample rows never reached the disk"
+    [drops] = events(run, "recorder_drops")
+    assert drops["data"]["cause"] == "close" and drops["data"]["total"] == 8
+    assert events(run, "recorder_close")[-1]["data"]["dropped"] == 8

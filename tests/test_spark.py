@@ -527,6 +527,8 @@ FIXES = [
               "FROM {t} WHERE isfinite(x) GROUP BY g"),
     ("sliding_median", "SELECT x, median(x) OVER (ORDER BY x ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS m, "
                        "row_number() OVER (ORDER BY x) AS i FROM {t} WHERE isfinite(x)"),
+    ("sliding_quantile", "SELECT x, quantile_cont(x, 0.75) OVER (ORDER BY x ROWS BETWEEN 2 PRECEDING AND 2 FOLLOWING) AS q "
+                         "FROM {t} WHERE isfinite(x)"),
     ("parallel_unnest", "SELECT g, s, unnest(string_split(s, ' ')) AS w, unnest(range(len(string_split(s, ' ')))) AS p "
                         "FROM {t} WHERE s IS NOT NULL"),
 ]

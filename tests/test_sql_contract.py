@@ -177,7 +177,7 @@ def _template_columns(path: Path) -> dict[str, str]:
     return {name: type_ for type_, name in pairs}
 
 
-INTERNAL = {"filename", "empty"}
+INTERNAL = {"filename", "file_row_number", "empty"}
 
 
 @pytest.mark.parametrize("file, expected", [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import re
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def before_after(run, name: str) -> tuple[float, float, float]:
 
 # -- the catalog ----------------------------------------------------------------------------
 def test_catalog_names_every_signature_once():
-    assert len(SIGNATURES) == 18 and len(set(SIGNATURES)) == 18
+    assert len(SIGNATURES) == 19 and len(set(SIGNATURES)) == 19
     assert list(PATHOLOGIES) == list(SIGNATURES)
     assert {"steady", "reasoning_growth", "warmup_transient", "noisy_grad", "late_saturation", "easy_task",
             "sparse_logging", "short", "ppo"} <= set(HEALTHY_FAMILIES)
@@ -225,13 +226,18 @@ def _reward_collapse(r):
     return before > early - noise_tol(r, "reward_mean") and before - late >= 0.4 * (before - min(early, late))
 
 
+def _completion_collapse(r):
+    _, before, late = before_after(r, "completion_len_mean")
+    return late <= 0.3 * before and late <= 20
+
+
 MAIN_SIGNAL = {
     "KL_BLOWUP": _kl_blowup, "ENTROPY_COLLAPSE": _entropy_collapse, "REWARD_HACK_LENGTH": _hack,
     "FORMAT_GAMING": _format, "CLIP_SATURATION": _clip, "DEGENERATE_GROUPS": _degenerate, "ADV_COLLAPSE": _adv,
     "VALUE_DIVERGENCE": _value, "GRAD_PATHOLOGY": _grad, "TRUNCATION_STARVE": _trunc, "REPETITION_SPIRAL": _repetition,
     "REWARD_STD_DEATH": _std_death, "REF_POLICY_DRIFT_ASYMMETRY": _drift, "THROUGHPUT_ROT": _throughput,
     "ENTROPY_BLOWUP": _blowup, "STALE_ROLLOUTS": _stale, "TRAIN_INFERENCE_MISMATCH": _mismatch,
-    "REWARD_COLLAPSE": _reward_collapse,
+    "REWARD_COLLAPSE": _reward_collapse, "COMPLETION_COLLAPSE": _completion_collapse,
 }
 
 
@@ -380,3 +386,305 @@ def test_synth_stays_on_the_write_side():
     code = "import sys, rlprobe.synth; bad = {'torch', 'duckdb', 'rlprobe.store'} & set(sys.modules); print(sorted(bad))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- what real logs look like: options and variants on request ------------------------------------
+from rlprobe.synth import EXTRA_VARIANTS, Options, draw_setup  # noqa: E402
+
+
+def test_plain_options_are_the_run_the_seed_always_gave():
+    plain, explicit = make_run("KL_BLOWUP", n_steps=300, seed=5), make_run("KL_BLOWUP", n_steps=300, seed=5, options=Options())
+    assert plain.truth == explicit.truth
+    for name in plain.series:
+        np.testing.assert_array_equal(plain.series[name], explicit.series[name])
+    assert plain.truth.params["logging_steps"] == 1 and plain.truth.params["options"] == {}
+    assert plain.truth.fit == ("KL_BLOWUP",) and plain.truth.end_step is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sparse_logging_has_20_to_60_points_at_a_stride_of_5_to_10(seed):
+    run = make_run("healthy:steady", n_steps=3000, seed=seed, options={"logging": "sparse"})
+    stride, points = run.truth.params["logging_steps"], len(run.steps)
+    assert 5 <= stride <= 10 and 20 <= points <= 60
+    np.testing.assert_array_equal(run.steps, stride * np.arange(1, points + 1))  # first point at the stride
+    assert run.truth.n_steps == stride * points and run.trainer_config["logging_steps"] == stride
+
+
+def test_a_sparse_log_is_the_dense_run_thinned_as_hf_logs_it():
+    # the same seed and length: rewards are window means, grad_norm and lr the logged step's value
+    dense = make_run("healthy:steady", n_steps=200, seed=3)
+    sparse = make_run("healthy:steady", n_steps=200, seed=3, options={"logging": "sparse", "logging_steps": 5, "points": 40})
+    window = lambda a: a.reshape(40, 5).mean(axis=1)  # noqa: E731
+    np.testing.assert_allclose(sparse.series["reward_mean"], window(dense.series["reward_mean"]))
+    for name in ("grad_norm", "lr"):
+        if name in dense.series:
+            np.testing.assert_array_equal(sparse.series[name], dense.series[name][4::5])
+    np.testing.assert_allclose(sparse.series["loss"], window(dense.series["loss"]))  # HF Trainer: window mean
+    step_loss = make_run("healthy:steady", n_steps=200, seed=3, options=["logging=sparse", "logging_steps=5", "points=40", "loss=step"])
+    np.testing.assert_array_equal(step_loss.series["loss"], dense.series["loss"][4::5])
+
+
+def test_sparse_onsets_are_logged_points_that_show_the_failure():
+    for sig in ("ENTROPY_BLOWUP", "GRAD_PATHOLOGY", "REWARD_COLLAPSE", "TRUNCATION_STARVE"):
+        for seed in range(4):
+            run = make_run(sig, n_steps=300, seed=seed, options={"logging": "sparse"})
+            assert run.truth.onset_step in set(run.steps.tolist()), (sig, seed)
+    # a grad-norm spike is one step's value: the onset is a logged step whose grad_norm spikes
+    seed = next(s for s in range(50) if make_run("GRAD_PATHOLOGY", n_steps=300, seed=s).truth.variant == "spikes")
+    run = make_run("GRAD_PATHOLOGY", n_steps=300, seed=seed, options={"logging": "sparse"})
+    i = list(run.steps).index(run.truth.onset_step)
+    assert run.series["grad_norm"][i] > 10 * _med(run.series["grad_norm"][:i])
+
+
+@pytest.mark.parametrize("group_size", [2, 3, 4, 5, 8, 16])
+def test_binary_rewards_are_multiples_of_one_over_group_size_times_prompts(group_size):
+    run = make_run("healthy:steady", n_steps=200, seed=group_size, group_size=group_size, options={"reward": "binary"})
+    p = run.truth.params
+    if run.truth.algorithm == "grpo":
+        assert run.truth.group_size == group_size
+        assert p["batch_size"] == group_size * p["prompts"] <= 128
+    quantum = p["reward_quantum"]
+    assert quantum == 1 / p["batch_size"]
+    k = run.series["reward_mean"] / quantum
+    np.testing.assert_allclose(k, np.round(k), atol=1e-9)
+    if "zero_variance_group_frac" in run.series:  # a share of the prompts
+        z = run.series["zero_variance_group_frac"] * p["prompts"]
+        np.testing.assert_allclose(z, np.round(z), atol=1e-9)
+
+
+def test_reward_std_is_the_group_or_the_batch_std_and_truth_says_which():
+    kw = dict(n_steps=200, seed=4, algorithm="grpo", group_size=4)
+    group = make_run("healthy:steady", options={"reward": "binary", "reward_std": "group"}, **kw)
+    batch = make_run("healthy:steady", options={"reward": "binary", "reward_std": "batch"}, **kw)
+    assert group.truth.params["reward_std_kind"] == "group" and batch.truth.params["reward_std_kind"] == "batch"
+    np.testing.assert_array_equal(group.series["reward_std"], group.series["group_reward_std_mean"])
+    # the batch std also counts the spread between prompts, so it is the larger of the two
+    assert np.median(batch.series["reward_std"]) > np.median(group.series["reward_std"])
+    assert make_run("healthy:steady", n_steps=100, seed=1).truth.params["reward_std_kind"] in ("group", "batch")
+
+
+def test_sparse_rewards_mostly_miss_and_sometimes_hit():
+    run = make_run("healthy:steady", n_steps=300, seed=2, group_size=16, options={"reward": "sparse", "prompts": 2})
+    r = run.series["reward_mean"]
+    assert run.truth.params["batch_size"] == 32
+    assert np.median(r) <= 0.1 and (r == 0).mean() >= 0.2 and (r > 0).any()
+
+
+@pytest.mark.parametrize("sig", ["TRUNCATION_STARVE", "REWARD_STD_DEATH", "DEGENERATE_GROUPS"])
+@pytest.mark.parametrize("logging", ["dense", "sparse"])
+def test_a_dead_start_run_is_dead_from_its_first_logged_step(sig, logging):
+    for seed in range(4):
+        run = make_run(sig, n_steps=300, seed=seed, variant="dead_start", options={"logging": logging})
+        t, s = run.truth, run.series
+        assert t.variant == "dead_start" and t.onset_step == run.steps[0], (sig, seed)
+        assert sig in t.fit and "ADV_COLLAPSE" in t.fit
+        if sig != "DEGENERATE_GROUPS" or t.params["reward_template"] == "binary":  # reward pinned at its floor
+            np.testing.assert_allclose(s["reward_mean"], t.params["reward_floor"], atol=1e-12)
+            assert (s["reward_std"] == 0).all() and "REWARD_STD_DEATH" in t.fit
+        if "zero_variance_group_frac" in s:
+            assert (s["zero_variance_group_frac"] == 1).all() and (s["group_reward_std_mean"] == 0).all()
+        if t.algorithm == "grpo":  # no advantage, no gradient: the policy never moves
+            for name in ("grad_norm", "kl_mean", "clip_fraction"):
+                if name in s:
+                    assert (s[name] == 0).all(), (sig, seed, name)
+        if sig == "TRUNCATION_STARVE":
+            assert (s["completion_len_mean"] == t.params["cap"]).all() and (s["truncation_rate"] == 1).all()
+
+
+def test_a_dead_degenerate_run_may_keep_a_batch_spread_between_prompts():
+    runs = [make_run("DEGENERATE_GROUPS", n_steps=200, seed=s, variant="dead_start", options={"reward_std": "batch"}) for s in range(12)]
+    formatted = [r for r in runs if r.truth.params["reward_template"] == "format"]
+    assert formatted
+    for run in formatted:  # every group degenerate, yet prompts differ: the batch std is not zero
+        assert (run.series["zero_variance_group_frac"] == 1).all()
+        assert (run.series["reward_std"] > 0).any() and "REWARD_STD_DEATH" not in run.truth.fit
+
+
+def test_two_updates_per_batch_alternate_grad_norm_and_log_rewards_every_other_step():
+    run = make_run("healthy:steady", n_steps=200, seed=6, options={"updates": 2})
+    g = run.series["grad_norm"]
+    assert (g[1::2] <= 0.02 * g[0::2]).all()
+    assert np.isfinite(run.series["reward_mean"][0::2]).all() and np.isnan(run.series["reward_mean"][1::2]).all()
+    assert run.logged("entropy_mean").all() and run.trainer_config["num_iterations"] == 2
+    sick = make_run("REWARD_COLLAPSE", n_steps=200, seed=6, options={"updates": 2})
+    assert sick.truth.onset_step % 2 == 1  # the reward is first seen fallen at a step that logs it
+
+
+def test_placeholders_are_exactly_zero_on_every_step():
+    run = make_run("healthy:steady", n_steps=150, seed=1, options={"placeholders": "entropy_mean,kl_mean,loss"})
+    for name in ("entropy_mean", "kl_mean", "loss"):
+        assert (run.series[name] == 0).all()
+    assert "kl_max" not in run.series and run.kl_positional is None
+    with pytest.raises(ValueError, match="entropy_mean"):  # a failure keeps the field it shows in
+        make_run("ENTROPY_COLLAPSE", n_steps=150, seed=1, options={"placeholders": "entropy_mean"})
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_easy_tasks_have_60_to_90_percent_zero_variance_groups_from_the_start(seed):
+    run = make_run("healthy:steady", n_steps=400, seed=seed, options={"task": "easy", "reward": "binary"}, group_size=8)
+    z = run.series["zero_variance_group_frac"]
+    assert 0.5 <= _med(z[:40]) <= 0.95 and 0.6 <= run.truth.params["zero_variance_target"] <= 0.9
+    assert _med(run.series["reward_mean"]) >= 0.75
+
+
+def test_saturating_tasks_reach_their_ceiling_early():
+    run = make_run("healthy:steady", n_steps=400, seed=3, options={"task": "saturating", "reward": "binary"})
+    r = run.series["reward_mean"]
+    assert _med(r[:20]) < 0.6 and _med(r[len(r) // 2 :]) >= 0.85
+    assert _med(run.series["zero_variance_group_frac"][len(r) // 2 :]) >= 0.5
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_healthy_one_step_spike_is_back_to_normal_the_next_step(seed):
+    run = make_run("healthy:steady", n_steps=300, seed=seed, options={"spike": "kl_grad"})
+    j = list(run.steps).index(run.truth.params["spike_step"])
+    kl, g = run.series["kl_mean"], run.series["grad_norm"]
+    assert kl[j] >= 20 * _med(kl) and g[j] >= 100 * _med(g)
+    assert kl[j + 1] <= 3 * _med(kl) and g[j + 1] <= 5 * _med(g)
+
+
+def test_an_unexploited_length_bias_is_in_the_samples_from_step_one():
+    run = make_run("healthy:steady", n_steps=300, seed=1, options={"length_bias": "unexploited"})
+    batch = [s for step in range(1, 30) for s in run.samples(step)]
+    lengths, rewards = np.array([s["completion_len"] for s in batch]), np.array([s["reward_total"] for s in batch])
+    assert np.corrcoef(np.log(lengths), rewards)[0, 1] > 0.15
+    assert run.truth.params["reward_template"] == "judge" and run.truth.onset_step is None
+
+
+def test_a_length_bias_from_step_one_is_exploited_from_the_onset_on():
+    run = make_run("REWARD_HACK_LENGTH", n_steps=400, seed=2, variant="bias_from_start")
+    t = run.truth
+    early = [s for step in range(1, 20) for s in run.samples(step)]
+    lengths, rewards = np.array([s["completion_len"] for s in early]), np.array([s["reward_total"] for s in early])
+    assert np.corrcoef(np.log(lengths), rewards)[0, 1] > 0.15  # the bias is there from the start
+    length = run.series["completion_len_mean"]
+    start = t.params["exploitation_start"]
+    assert start <= t.onset_step  # the onset is where longer completions show, not where they began
+    assert _med(length[t.onset_step - 1 : t.onset_step + 4]) > 1.05 * _med(length[max(0, start - 10) : start])
+    assert _med(length[-20:]) > 1.5 * _med(length[: start - 1])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_transient_truncation_episode_ends_and_the_run_recovers(seed):
+    run = make_run("TRUNCATION_STARVE", n_steps=400, seed=seed, variant="transient")
+    t, trunc = run.truth, run.series["truncation_rate"]
+    o, e = t.onset_step - 1, t.end_step - 1
+    assert 10 <= e - o <= 80 and set(t.fit) == {"TRUNCATION_STARVE", "ENTROPY_BLOWUP"}
+    assert _med(trunc[o : e + 1]) >= 0.6 and _med(trunc[: max(1, o - 10)]) <= 0.1
+    assert _med(trunc[e + 15 :]) <= 0.1  # it got out by itself
+
+
+def test_a_transient_entropy_blowup_ends():
+    run = make_run("ENTROPY_BLOWUP", n_steps=400, seed=3, variant="transient")
+    t, h = run.truth, run.series["entropy_mean"]
+    o, e = t.onset_step - 1, t.end_step - 1
+    assert _med(h[o : e + 1]) >= 2.5 * _med(h[max(0, o - 20) : o]) and _med(h[e + 20 :]) <= 1.5 * _med(h[max(0, o - 20) : o])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_diverging_loss_goes_from_about_0_02_to_thousands_and_more(seed):
+    run = make_run("GRAD_PATHOLOGY", n_steps=300, seed=seed, variant="loss_divergence")
+    t, loss = run.truth, run.series["loss"]
+    o = t.onset_step - 1
+    assert np.abs(loss[:o]).max() < 1 and loss[o] > 10 * np.abs(loss[:o]).max() and loss[-1] >= 1e3
+    if t.params["grad_shape"] == "clipped":
+        assert (run.series["grad_norm"][o:] == run.trainer_config["max_grad_norm"]).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_completion_collapse_shrinks_completions_to_a_few_tokens(seed):
+    run = make_run("COMPLETION_COLLAPSE", n_steps=300, seed=seed)
+    t, length = run.truth, run.series["completion_len_mean"]
+    o = t.onset_step - 1
+    assert length[o] <= 0.6 * _med(length[max(0, o - 15) : max(1, o - 5)]) and _med(length[-20:]) <= 20
+    texts = [s["completion_text"] for s in run.samples(t.n_steps)]
+    assert max(len(x) for x in texts) <= 60  # a bare answer or nothing
+    if t.variant == "bare_answer_easy":
+        _, before, late = before_after(run, "reward_mean")
+        assert late >= before - 0.15
+
+
+def test_variants_and_options_that_do_not_fit_say_so():
+    with pytest.raises(ValueError, match="dead_start"):
+        make_run("KL_BLOWUP", variant="dead_start")
+    with pytest.raises(ValueError, match="unknown option"):
+        make_run("healthy", options={"sparse": True})
+    with pytest.raises(ValueError, match="judge or format"):
+        make_run("FORMAT_GAMING", options={"reward": "binary"})
+    with pytest.raises(ValueError, match="healthy runs only"):
+        make_run("KL_BLOWUP", options={"task": "easy"})
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        make_run("healthy", options=["logging"])
+
+
+def test_drawn_setups_are_deterministic_valid_and_varied():
+    kinds = list(SIGNATURES) + [f"healthy:{f}" for f in HEALTHY_FAMILIES]
+    seen: dict[str, set] = {"logging": set(), "reward": set()}
+    for kind in kinds:
+        for seed in range(12):
+            setup = draw_setup(kind, seed)
+            assert setup == draw_setup(kind, seed)
+            run = make_run(kind, n_steps=300, seed=seed, **setup)  # every drawn setup makes a run
+            o = setup["options"]
+            seen["logging"].add(o.logging)
+            seen["reward"].add(o.reward)
+            if run.truth.onset_step is not None:
+                assert run.truth.onset_step in set(run.steps.tolist())
+    assert seen["logging"] == {"dense", "sparse"} and seen["reward"] == {"default", "binary", "sparse"}
+    drawn = {(sig, draw_setup(sig, seed)["variant"]) for sig in EXTRA_VARIANTS for seed in range(60)}
+    assert {(sig, v) for sig, vs in EXTRA_VARIANTS.items() for v in vs} <= drawn
+
+
+def test_healthy_prefixes_are_the_first_logged_steps(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_detectors", Path(__file__).parent.parent / "benchmarks" / "detectors.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    run = make_run("healthy:steady", n_steps=400, seed=2, options={"logging": "sparse", "logging_steps": 10, "points": 40})
+    steps, samples = bench.to_tables(run, "r")
+    head, tail = bench.prefix_tables(steps, samples, 0.3, "r|p30")
+    assert head.num_rows == 12 and head["step"].to_pylist() == list(range(10, 130, 10))
+    assert set(head["run_id"].to_pylist()) == {"r|p30"} and max(tail["step"].to_pylist()) <= 120
+
+
+def test_cli_synth_takes_variants_and_options(tmp_path):
+    out = CliRunner().invoke(cli, ["synth", str(tmp_path / "d"), "--pathology", "TRUNCATION_STARVE", "--variant", "dead_start",
+                                   "--option", "logging=sparse", "--option", "logging_steps=5", "--n-steps", "200", "--samples-every", "0"])
+    assert out.exit_code == 0, out.output
+    assert "dead_start" in out.output and "onset at step 5" in out.output and "logging=sparse" in out.output
+    truth = json.loads((tmp_path / "d" / "synth_truth.json").read_text())
+    assert truth["params"]["logging_steps"] == 5 and "REWARD_STD_DEATH" in truth["fit"]
+    con = rlprobe.connect(str(tmp_path / "d"))
+    assert con.sql("SELECT min(step), count(*), max(reward_std) FROM steps").fetchall()[0] == (5, 40, 0.0)
+    bad = CliRunner().invoke(cli, ["synth", str(tmp_path / "b"), "--option", "reward=nope"])
+    assert bad.exit_code == 2 and "binary" in bad.output
+    drawn = CliRunner().invoke(cli, ["synth", str(tmp_path / "x"), "--pathology", "healthy:steady", "--draw-options",
+                                     "--n-steps", "100", "--samples-every", "0"])
+    assert drawn.exit_code == 0, drawn.output
+
+
+def test_truncation_with_answers_before_the_cap_keeps_its_reward():
+    run = make_run("TRUNCATION_STARVE", n_steps=400, seed=0, variant="answers_before_cap")
+    t, s = run.truth, run.series
+    o = t.onset_step - 1
+    assert s["truncation_rate"][o] >= 0.4 and _med(s["truncation_rate"][-30:]) >= 0.85
+    assert _med(s["reward_mean"][-30:]) >= 0.6 * _med(s["reward_mean"][max(0, o - 30) : o])
+
+
+@pytest.mark.parametrize("sig", ["KL_BLOWUP", "ENTROPY_BLOWUP", "COMPLETION_COLLAPSE", "REWARD_COLLAPSE"])
+def test_early_onsets_fall_in_the_first_fifth_of_the_run(sig):
+    for seed in range(4):
+        run = make_run(sig, n_steps=400, seed=seed, options={"onset": "early"})
+        assert 3 <= run.truth.onset_step <= 0.25 * 400, (sig, seed, run.truth.onset_step)
+        assert MAIN_SIGNAL[sig](run) or sig == "REWARD_COLLAPSE", (sig, seed)
+
+
+def test_the_second_update_of_a_batch_without_signal_has_no_gradient_either():
+    make = lambda seed: make_run("healthy:steady", n_steps=300, seed=seed, group_size=4,  # noqa: E731
+                                 options={"updates": 2, "task": "easy", "reward": "binary"})
+    run = next(r for r in map(make, range(40)) if r.truth.params["beta"] == 0)  # no KL term: no signal, no gradient
+    g = run.series["grad_norm"]
+    dead = np.flatnonzero(g[0::2] == 0)
+    assert dead.size  # an easy task with small groups: some batches are all-right
+    assert (g[1::2][dead[dead < len(g[1::2])]] == 0).all()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Callable
 
 import click
 
@@ -77,12 +78,15 @@ def doctor_command(run: str, as_json: bool, config_path: str | None) -> None:
             r = rec.report
             click.echo(f"(imported {r.kind} {run} to a temporary recording: {r.steps} steps, step numbers: "
                        f"{r.step_rule}; `rlprobe import` keeps one)", err=True)
-        critical = _diagnose(str(rec.path), as_json, config_path, shown_as=run if rec.report is not None else None)
+        # An imported source is named as the user gave it (a root's runs by their source run), not by
+        # the temporary folder that is removed.
+        shown = None if rec.report is None else (rec.shown_as if hasattr(rec.report, "runs") else (lambda _: run))
+        critical = _diagnose(str(rec.path), as_json, config_path, shown_as=shown)
     if critical:
         sys.exit(1)
 
 
-def _diagnose(run: str, as_json: bool, config_path: str | None, shown_as: str | None = None) -> bool:
+def _diagnose(run: str, as_json: bool, config_path: str | None, shown_as: Callable[[str], str] | None = None) -> bool:
     """Print the diagnosis of a run or root; True when a finding is critical."""
     from rlprobe.doctor import diagnose_path
     from rlprobe.store import resolve
@@ -91,7 +95,7 @@ def _diagnose(run: str, as_json: bool, config_path: str | None, shown_as: str | 
     diagnoses = diagnose_path(run, config_path=config_path)
     if shown_as is not None:  # an imported source: name it, not the temporary folder that is removed
         for d in diagnoses:
-            d.run_dir = shown_as
+            d.run_dir = shown_as(d.run_dir)
     critical = any(d.has_critical for d in diagnoses)
     if as_json:
         payload = [d.model_dump(mode="json") for d in diagnoses]
@@ -102,7 +106,7 @@ def _diagnose(run: str, as_json: bool, config_path: str | None, shown_as: str | 
         from rlprobe.doctor.findings import rank_key
 
         def worst_key(d):  # type: ignore[no-untyped-def]
-            return rank_key(d.worst) if d.worst else (1, 0.0, 2**62)
+            return rank_key(d.worst) if d.worst else (1, 0, 0.0, 2**62)
 
         import os
 

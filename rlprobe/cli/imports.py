@@ -10,7 +10,8 @@ import click
 from rlprobe.cli import cli
 
 # Kept here (not imported from rlprobe.importers) so `rlprobe --help` does not load the importers.
-_FORMATS = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "trl_completions")
+_FORMATS = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "xtuner", "trl_completions",
+            "tensorboard", "wandb", "mlflow")
 
 
 @cli.command("import")
@@ -35,9 +36,13 @@ def import_command(source: str, run_dir: str, kind: str, step_every: int | None,
 
     SOURCE is a Hugging Face trainer_state.json, an output or checkpoint dir holding one (TRL's
     completions/*.parquet there become samples), a JSONL / JSON / CSV file of metric dicts (TRL,
-    HF or verl names such as actor/entropy, critic/score/mean), or a console log with the dicts
-    the Trainer printed. SOURCE is only read. RUN_DIR must not exist or be empty: an import
-    never overwrites. Metric names rlprobe does not know are kept as extra.<name> and listed.
+    HF, verl or OpenRLHF names such as actor/entropy, critic/score/mean), a console log (the
+    dicts the Trainer printed, verl's step lines, XTuner's rollout blocks), or a tracker's own
+    files: a TensorBoard logdir or event file, a W&B run folder or wandb/ folder (offline or
+    synced), an MLflow store (mlruns/ or a sqlite file). A folder of many tracker runs becomes a
+    runs root at RUN_DIR, one recording per run. SOURCE is only read. RUN_DIR must not exist or
+    be empty: an import never overwrites. Metric names rlprobe does not know are kept as
+    extra.<name> and listed.
 
     `rlprobe doctor SOURCE` imports to a temporary recording by itself; import once to query,
     compare or keep the run.
@@ -48,12 +53,17 @@ def import_command(source: str, run_dir: str, kind: str, step_every: int | None,
         rlprobe import out/checkpoint-200 runs/imported
         rlprobe import train.log runs/from-log --step-every 5 --algorithm grpo
         rlprobe import metrics.jsonl runs/verl-run && rlprobe doctor runs/verl-run
+        rlprobe import tb_logs/ runs/from-tensorboard       # a logdir: one recording per run
+        rlprobe import wandb/ runs/from-wandb
+        rlprobe import mlruns/ runs/from-mlflow
         rlprobe import train.log runs/baseline --name "baseline, lr 1e-6" --tag sweep-3 --tag baseline
     """
+    from rlprobe.cli.forensics import _Progress
     from rlprobe.importers import import_source
 
-    report = import_source(source, run_dir, kind=kind, step_every=step_every, algorithm=algorithm,
-                           model_name=model_name, run_id=run_id)
+    with _Progress(not as_json) as bar:
+        report = import_source(source, run_dir, kind=kind, step_every=step_every, algorithm=algorithm,
+                               model_name=model_name, run_id=run_id, progress=bar.update)
     if name is not None or tags:
         _name_recording(Path(report.run_dir), name, list(tags))
     if as_json:

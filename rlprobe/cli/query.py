@@ -21,12 +21,23 @@ _MIN_DUCKDB_CLI = (2, 0)
 def _write_parquet(store: object, sql: str, out: str) -> None:
     import pyarrow.parquet as pq
 
+    store.refuse_output_inside(out)  # type: ignore[attr-defined]  # before the query: nothing written
     table = store.table(sql)  # type: ignore[attr-defined]
     try:
         pq.write_table(table, out)
     except OSError as exc:
         raise QueryError(f"cannot write {out}: {exc.strerror or exc}") from exc
     click.echo(f"wrote {table.num_rows} rows to {out}", err=True)
+
+
+def _relative(path: str | None, base: str) -> str:
+    """path below base for the table; as it is when it is not below base (or not a path)."""
+    if not path or path == base:
+        return "." if path == base else str(path)
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:
+        return path
 
 
 @cli.command("ls")
@@ -37,17 +48,28 @@ def ls_command(root: str, fmt: str, out: str | None) -> None:
 
     status is live (still recording, or killed without a trace), closed or crashed. name is
     the one given to the Recorder (or rlprobe import --name), else the run_id.
-    Reads manifests and events; step counts come from the step files.
+    Reads manifests and events; step counts come from the step files. --out is refused
+    inside any recording below ROOT.
 
     Example:
 
     \b
         rlprobe ls runs/
     """
+    from rlprobe.importers import as_recording
     from rlprobe.store import open_store
+    from rlprobe.store.engine import is_url
 
-    store = open_store(root)
-    for warning in store.warnings:
+    if is_url(root):  # object storage holds recordings only: nothing there to import
+        _ls(open_store(root), fmt, out)
+        return
+    # A source rlprobe did not record (a tracker's folder, a log) is listed as it imports.
+    with as_recording(root) as rec:
+        _ls(open_store(str(rec.path)), fmt, out)
+
+
+def _ls(store: object, fmt: str, out: str | None) -> None:
+    for warning in store.warnings:  # type: ignore[attr-defined]
         click.echo(f"rlprobe: warning: {warning}", err=True)
     sql = (
         "SELECT run_id, name, status, steps_recorded AS steps, last_step, algorithm, model_name, "
@@ -56,12 +78,11 @@ def ls_command(root: str, fmt: str, out: str | None) -> None:
     if out:
         _write_parquet(store, sql, out)
         return
-    columns, types, rows = store.rows(sql)
+    columns, types, rows = store.rows(sql)  # type: ignore[attr-defined]
     if fmt == "table":
-        base = str(store.target.path)
+        base = str(store.target.path)  # type: ignore[attr-defined]
         tags = columns.index("tags")  # one cell: tag1,tag2 (a table has no lists)
-        rows = [row[:tags] + (",".join(row[tags] or []),) + row[tags + 1:-1]
-                + (os.path.relpath(row[-1], base) if row[-1] != base else ".",) for row in rows]
+        rows = [row[:tags] + (",".join(row[tags] or []),) + row[tags + 1:-1] + (_relative(row[-1], base),) for row in rows]
         columns = columns[:-1] + ["path"]
     emit_rows(columns, types, rows, fmt)
 
@@ -76,6 +97,7 @@ def query_command(run: str, sql: str, fmt: str, out: str | None) -> None:
     Views: steps, samples, events, runs, manifest (also as v1.steps, ...). Every view has a
     run_id column, so one query serves a run and a whole root. Reward components and extra
     metrics are columns named "reward_component.<name>" and "extra.<name>" (quote them).
+    --out is refused inside any recording below RUN_OR_ROOT: nothing is written there.
 
     Example:
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -42,6 +44,9 @@ def _note(text: str) -> None:
     click.echo(f"rlprobe watch: {text}", err=True)
 
 
+_FOLLOWED = ("auto", "console", "jsonl", "trainer_state", "tensorboard", "xtuner")
+
+
 @cli.command("watch")
 @click.argument("run", metavar="RUN", type=click.Path(path_type=str))
 @click.option("--poll", "poll_s", type=click.FloatRange(min=0.0), default=3.0, show_default=True,
@@ -53,7 +58,15 @@ def _note(text: str) -> None:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=str),
               help="doctor.toml with per-detector thresholds.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per finding, one per line.")
-def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks: int | None, config_path: str | None, as_json: bool) -> None:
+@click.option("--format", "kind", type=click.Choice(_FOLLOWED), default="auto", show_default=True,
+              help="When RUN is a source to follow rather than a recording: what it is (auto sniffs it).")
+@click.option("--step-every", type=click.IntRange(min=1), default=None,
+              help="Following a console log whose dicts carry no step: logging_steps N (entry i is step N*(i+1)).")
+@click.option("--into", "into", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Following a source: keep the recording it becomes in this new directory (default: a "
+                   "temporary one, removed at exit).")
+def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks: int | None, config_path: str | None,
+                  as_json: bool, kind: str, step_every: int | None, into: str | None) -> None:
     """Live-tail a run: print each new finding as it appears, again if it worsens.
 
     RUN may not exist yet: the watcher waits for it. Each look reads only what the recorder
@@ -61,14 +74,24 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
     `rlprobe doctor` would give at that moment. A finding is printed once, and again only when
     its severity rises (warn -> critical). Status notes go to stderr, findings to stdout.
 
+    RUN may also be a file a trainer is writing that rlprobe did not record: a console log
+    (the Trainer's dicts, verl's step lines, XTuner's rollout blocks), a JSONL file of metric
+    dicts, a trainer_state.json, or a TensorBoard run folder. Each look then reads only what the
+    source added (new lines, new event records, a rewritten trainer state), writes it to a live
+    recording (temporary, or --into DIR) and diagnoses that, with the same alerts, webhook and
+    exit codes. This guards verl, OpenRLHF or any loop that prints metrics, with no code change.
+
     Exit code: 1 if any critical finding was seen, 0 otherwise, when --max-ticks is reached or
-    on Ctrl-C; 2 when the run cannot be read (a newer recording format, a bad --config).
+    on Ctrl-C; 2 when the run cannot be read (a newer recording format, a bad --config, a
+    source that is not what its name says).
 
     Example:
 
     \b
         rlprobe watch runs/my-run --poll 3.0 --webhook https://hooks.slack.com/services/T000/B000/XXXX
         rlprobe watch runs/my-run --max-ticks 1 --json     # one look, as JSON lines
+        rlprobe watch train.log --into runs/live-from-log  # a trainer's stdout, as it grows
+        rlprobe watch tb_logs/grpo-1/ --poll 10            # a TensorBoard run
     """
     from rlprobe.doctor.findings import SEVERITY_ORDER
     from rlprobe.doctor.live import RunWatcher, webhook_sink
@@ -77,37 +100,115 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
         sinks = [webhook_sink(url) for url in webhooks]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--webhook") from exc
-    watcher = RunWatcher(run, sinks=sinks, config_path=config_path)
-    colour = sys.stdout.isatty() and not as_json
-    worst: dict[str, str] = {}
-    critical = False
-    status = None
-    errors_seen = 0
-    try:
-        while True:
+    source = _source_to_follow(run, kind)
+    with _followed(source, kind, step_every, into) as followed:
+        target = str(followed.run_dir) if followed is not None else run
+        watcher = RunWatcher(target, sinks=sinks, config_path=config_path)
+        colour = sys.stdout.isatty() and not as_json
+        worst: dict[str, str] = {}
+        state = {"critical": False, "status": None, "errors_seen": 0}
+
+        def look() -> None:
             new = watcher.tick()
-            if watcher.status != status:
-                status = watcher.status
-                _note(f"{status}: {run}" + (f" ({watcher.steps} steps)" if status == "watching" else ""))
-            for error in watcher.errors[errors_seen:]:
+            status = watcher.status
+            if followed is not None and not followed.follower.source.exists():
+                status = "waiting for source"
+            if status != state["status"]:
+                state["status"] = status
+                where = f"{run} (as {target})" if followed is not None else run
+                _note(f"{status}: {where}" + (f" ({watcher.steps} steps)" if status == "watching" else ""))
+            for error in watcher.errors[state["errors_seen"]:]:
                 _note(error)
-            errors_seen = len(watcher.errors)
+            state["errors_seen"] = len(watcher.errors)
             for finding in new:
                 was = worst.get(finding.signature_id)
                 worst[finding.signature_id] = finding.severity
-                critical = critical or finding.severity == "critical"
+                state["critical"] = state["critical"] or finding.severity == "critical"
                 _print_finding(finding, was if was and SEVERITY_ORDER[was] < SEVERITY_ORDER[finding.severity] else None, as_json, colour)
-            if max_ticks is not None and watcher.ticks >= max_ticks:
-                break
-            time.sleep(poll_s)
-    except KeyboardInterrupt:
-        _note("interrupted")
-    finally:
-        watcher.close()
-        deadline = time.monotonic() + _SINK_CLOSE_S
-        for sink in sinks:
-            if not sink.close(max(0.0, deadline - time.monotonic())):
-                _note(f"{sink.pending} webhook post(s) to {sink.url} still pending at exit")
-            if sink.failed or sink.dropped:
-                _note(f"webhook {sink.url}: {sink.sent} sent, {sink.failed} failed, {sink.dropped} dropped; last error: {sink.last_error}")
-    sys.exit(1 if critical else 0)
+
+        try:
+            while True:
+                if followed is not None:
+                    followed.sync()
+                look()
+                if max_ticks is not None and watcher.ticks >= max_ticks:
+                    break
+                time.sleep(poll_s)
+        except KeyboardInterrupt:
+            _note("interrupted")
+        finally:
+            if followed is not None:
+                followed.close()  # the step held back (its values may have been incomplete) is written now
+                if followed.steps:
+                    look()
+                if into:
+                    _note(f"the recording of {run} is in {into} ({followed.steps} steps, step numbers: "
+                          f"{followed.follower.step_rule or '-'})")
+            watcher.close()
+            deadline = time.monotonic() + _SINK_CLOSE_S
+            for sink in sinks:
+                if not sink.close(max(0.0, deadline - time.monotonic())):
+                    _note(f"{sink.pending} webhook post(s) to {sink.url} still pending at exit")
+                if sink.failed or sink.dropped:
+                    _note(f"webhook {sink.url}: {sink.sent} sent, {sink.failed} failed, {sink.dropped} dropped; last error: {sink.last_error}")
+    sys.exit(1 if state["critical"] else 0)
+
+
+def _source_to_follow(run: str, kind: str) -> str | None:
+    """run when it names a source to follow (not a recording or a runs root), else None."""
+    from pathlib import Path
+
+    from rlprobe.importers import is_importable
+
+    path = Path(run)
+    if kind != "auto":
+        return run
+    if path.exists():
+        return run if is_importable(path) else None
+    # Not there yet: a file name a trainer writes is a source, anything else a run directory to wait for.
+    return run if path.suffix.lower() in (".log", ".txt", ".out", ".err", ".jsonl", ".ndjson") or path.name == "trainer_state.json" else None
+
+
+@contextmanager
+def _followed(source: str | None, kind: str, step_every: int | None, into: str | None) -> Iterator[Any]:
+    """The live recording a source feeds (in --into or a temporary directory), or None for a recording."""
+    if source is None:
+        if into:
+            raise click.UsageError("--into is for following a source (a log, JSONL, trainer_state.json, TensorBoard run)")
+        yield None
+        return
+    from pathlib import Path
+
+    from rlprobe.errors import ImportRefused, SourceUnreadable
+    from rlprobe.importers.follow import FollowedRecording, SourceFollower, follow_kind
+    from rlprobe.importers.trackers import tracker_kind
+
+    path = Path(source)
+    found = follow_kind(path) if kind == "auto" else kind
+    if found == "tensorboard" and path.is_dir():
+        from rlprobe.importers.tensorboard import event_files, find_runs
+
+        runs = find_runs(path)
+        if not event_files(path) and len(runs) != 1:
+            raise SourceUnreadable(f"{source}: a TensorBoard logdir with {len(runs)} runs; watch one run folder")
+        path = runs[0] if not event_files(path) else path
+    elif path.is_dir() and tracker_kind(path) is not None:
+        raise SourceUnreadable(f"{source}: `rlprobe watch` follows a log, a JSONL file, a trainer_state.json or a "
+                               f"TensorBoard run; import this {tracker_kind(path)} folder instead")
+    follower = SourceFollower(path, found, step_every)
+    if into:
+        dest = Path(into)
+        if dest.exists() and any(dest.iterdir()):
+            raise ImportRefused(f"--into {into} already exists and is not empty; choose a new directory")
+        recording = FollowedRecording(follower, dest, run_id=path.name)
+        try:
+            yield recording
+        finally:
+            recording.close()
+        return
+    with tempfile.TemporaryDirectory(prefix="rlprobe-watch-") as tmp:
+        recording = FollowedRecording(follower, Path(tmp) / "run", run_id=path.name)
+        try:
+            yield recording
+        finally:
+            recording.close()

@@ -15,6 +15,17 @@ from rlprobe.schemas import STEP_FLOAT_FIELDS
 # known from the features alone, without loading the raw columns.
 _FEATURED = frozenset(STEP_FLOAT_FIELDS) - {"wall_time", "lr", "weight_update_ratio", "optimization_time_s"}
 
+# Measurements of the policy that cannot sit at one exact value for a whole run while it trains:
+# a trainer that writes one of them as the same number on every step (entropy 0.0, approx KL
+# 0.0) writes a placeholder, and reading it as a level ("entropy collapsed to 0") would be wrong.
+# Other metrics can be constant for real (a reward pinned at its floor, every completion at the
+# cap, grad norms of 0): there the constant is the state the detectors look for.
+PLACEHOLDER_PRONE = frozenset({
+    "entropy_mean", "kl_mean", "kl_max", "logprob_mean", "ratio_mean", "ratio_p95", "clip_fraction",
+    "value_loss", "value_explained_variance", "value_clip_fraction", "loss", "logprob_mismatch",
+    "repetition_rate", "adv_mean",
+})
+
 FEATURE_COLUMNS = (
     "step", "step_hi", "value", "vmin", "vmax", "n_nonfinite", "smooth", "b_median", "scale",
     "ratio", "z", "z_raw", "cusum_up", "cusum_down", "sustained_up", "sustained_down",
@@ -84,10 +95,56 @@ class DetectorContext:
         self.n_steps = n_steps
         self.last_step = last_step
 
+    @cached_property
+    def span_steps(self) -> int:
+        """Steps from the first logged step to the last (what fractions of 'the run' are of)."""
+        los = [int(f.step[0]) for f in self._features.values() if len(f)]
+        his = [int(f.step_hi[-1]) for f in self._features.values() if len(f)]
+        if not los:
+            return max(1, self.n_steps)
+        return max(1, max(his) - min(los) + 1)
+
+    @cached_property
+    def stride(self) -> int:
+        """Steps between consecutive logged points (the median gap; 1 for a run logged every step)."""
+        gaps = [np.diff(f.step) for f in self._features.values() if len(f) > 2]
+        gaps = [g for g in gaps if len(g)]
+        if not gaps:
+            return 1
+        return max(1, int(np.median(np.concatenate(gaps))))
+
+    def constant(self, metric: str) -> float | None:
+        """The one value a featured metric takes on every logged step, or None if it varies."""
+        feat = self._features.get(metric)
+        if feat is None or len(feat) < 3:
+            return None
+        lo, hi = np.nanmin(feat.vmin) if np.isfinite(feat.vmin).any() else np.nan, np.nanmax(feat.vmax) if np.isfinite(feat.vmax).any() else np.nan
+        if np.isfinite(lo) and np.isfinite(hi) and lo == hi and not feat.n_nonfinite.any():
+            return float(lo)
+        return None
+
+    def placeholder(self, metric: str) -> float | None:
+        """The constant a placeholder-prone metric is logged as on every step, or None (see PLACEHOLDER_PRONE)."""
+        return self.constant(metric) if metric in PLACEHOLDER_PRONE else None
+
+    def absence(self, metrics: list[str], verb: str = "needs") -> str:
+        """Why a detector that needs these metrics cannot use them: not logged, or placeholders."""
+        fake = [(m, self.placeholder(m)) for m in metrics]
+        fake = [f"{m} is logged as {v:g} on every step (a placeholder, not a measurement)" for m, v in fake if v is not None]
+        absent = [m for m in metrics if self.placeholder(m) is None]
+        if verb == "needs":
+            text = f"needs {', '.join(metrics)}"
+            if absent:
+                text += f"; this run did not log {', '.join(absent)}" if fake else f", which this run did not log"
+        else:
+            text = f"needs one of {', '.join(metrics)}; this run logged none" + (" that measures anything" if fake else "")
+        return text + "".join(f"; {f}" for f in fake)
+
     def has(self, metric: str) -> bool:
-        """True when the run logged metric (at least one finite value)."""
+        """True when the run logged metric with information in it: at least one finite value, and
+        not a placeholder (a policy measurement written as one constant on every step)."""
         if metric in self._features:
-            return True
+            return self.placeholder(metric) is None
         if metric in _FEATURED:
             return False  # doctor_series covers it: no feature rows means never logged
         column = self.raw.get(metric)
@@ -98,7 +155,9 @@ class DetectorContext:
         return bool(np.isfinite(column).any())
 
     def features(self, metric: str) -> MetricFeatures | None:
-        """Binned SQL features of metric, or None if the run did not log it."""
+        """Binned SQL features of metric, or None if the run did not log it (or logged a placeholder)."""
+        if self.placeholder(metric) is not None:
+            return None
         return self._features.get(metric)
 
     @cached_property

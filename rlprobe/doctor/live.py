@@ -301,16 +301,24 @@ class _LiveTables:
 
     # -- views ----------------------------------------------------------------------------
     def _steps_view(self, where: str = "") -> None:
-        self.con.execute(
-            f"CREATE OR REPLACE VIEW v1.steps AS SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, "
-            f"* EXCLUDE (filename) FROM live_steps {where}"
+        # One row per step, as the recording's steps view has it (sql/v1/sources/30_src_steps.sql):
+        # a step written twice is merged, each column keeping its last non-NULL value in write
+        # order (part index, then row; rowid follows a file's row order).
+        order = "coalesce(TRY_CAST(regexp_extract(filename, '/part-([0-9]+)\\.parquet$', 1) AS BIGINT), 0) * 4294967296 + rowid"
+        run_id = f"CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id"
+        _engine()[0].point(
+            self.con, "steps",
+            f"WITH s AS (SELECT * EXCLUDE (filename), {order} AS write_order FROM live_steps {where}), "
+            f"repeated AS (SELECT step FROM s GROUP BY step HAVING count(*) > 1) "
+            f"SELECT {run_id}, * EXCLUDE (write_order) FROM s ANTI JOIN repeated USING (step) "
+            f"UNION ALL BY NAME "
+            f"SELECT {run_id}, step, arg_max(COLUMNS(* EXCLUDE (step, write_order)), write_order) "
+            f"FROM s SEMI JOIN repeated USING (step) GROUP BY step"
         )
 
     def _samples_view(self, where: str = "") -> None:
-        self.con.execute(
-            f"CREATE OR REPLACE VIEW v1.samples AS SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, rank, "
-            f"* EXCLUDE (rank, filename) FROM live_samples {where}"
-        )
+        _engine()[0].point(self.con, "samples", f"SELECT CAST({_sql_str(self.run_id or '')} AS VARCHAR) AS run_id, rank, "
+                                                f"* EXCLUDE (rank, filename) FROM live_samples {where}")
 
     def publish(self, run_id: str) -> bool:
         """(Re)create v1.steps / v1.samples for run_id and the doctor's features; True if rebuilt."""
@@ -323,7 +331,7 @@ class _LiveTables:
         # custom SQL detectors may name the unqualified views, as they can over a recording
         self.con.execute("CREATE OR REPLACE VIEW main.steps AS SELECT * FROM v1.steps")
         self.con.execute("CREATE OR REPLACE VIEW main.samples AS SELECT * FROM v1.samples")
-        _engine_hooks()[0](self.con)
+        _engine()[0].create_features(self.con)
         # Each cached feature view keeps its SQL as v1.live_src_<name>, and v1.<name> becomes a
         # view of its table: the doctor's other views and the detectors read it by name, unchanged.
         present = {r[0] for r in self.con.execute("SELECT view_name FROM duckdb_views() WHERE schema_name = 'v1'").fetchall()}
@@ -424,7 +432,7 @@ class _LiveTables:
 
     def step_stats(self) -> tuple[int, Optional[int]]:
         """Step rows held and the largest step (the runs view's steps_recorded and last_step)."""
-        ((n, last),) = self.con.execute("SELECT count(*), max(step) FROM live_steps").fetchall()
+        ((n, last),) = self.con.execute("SELECT count(DISTINCT step), max(step) FROM live_steps").fetchall()  # a step written twice is one step
         return int(n), (int(last) if last is not None else None)
 
 
@@ -445,11 +453,11 @@ class _TypeConflict(Exception):
     """Files disagree on a column's type: rebuild the tables from all files in one read."""
 
 
-def _engine_hooks() -> tuple[Callable[[Any], None], Callable[..., list[Diagnosis]]]:
-    """The engine's feature-view builder and per-connection diagnosis (private: see docs/live.md)."""
-    from rlprobe.doctor import engine
+def _engine() -> Any:
+    """The doctor's session and engine modules, imported on the first tick (they load DuckDB)."""
+    from rlprobe.doctor import engine, session
 
-    return engine._create_features, engine._diagnose_connection  # noqa: SLF001
+    return session, engine
 
 
 # -- the watcher ----------------------------------------------------------------------------
@@ -688,16 +696,10 @@ class RunWatcher:
             return True
 
     def _run_doctor(self, tables: _LiveTables, run_dir: Path, run_id: str, cfg: DoctorConfig) -> Diagnosis:
-        try:
-            _create, diagnose_connection = _engine_hooks()
-        except (ImportError, AttributeError):  # the engine's internals moved: stay correct, if slower
-            from rlprobe.doctor.engine import diagnose_path
-
-            return diagnose_path(run_dir, self.config_path, self.config)[0]
         tables.publish(run_id)
         tables.refresh()
         info = {"run_id": run_id, "run_dir": str(run_dir), "steps": self.steps, "last_step": self.last_step}
-        return diagnose_connection(tables.con, [info], cfg)[0]
+        return _engine()[1].diagnose_connection(tables.con, [info], cfg)[0]
 
 
 # -- webhook sink ---------------------------------------------------------------------------

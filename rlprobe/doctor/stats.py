@@ -8,6 +8,7 @@ ignores NaN where that is the honest thing to do.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -170,3 +171,327 @@ def squash(x: float, at_half: float) -> float:
     """Map a non-negative strength to [0, 1): 0 -> 0, at_half -> 0.5, growing saturates to 1."""
     x = max(0.0, float(x))
     return x / (x + at_half) if at_half > 0 else 1.0
+
+
+def trailing_mean(x: np.ndarray, k: int) -> np.ndarray:
+    """Mean of the finite values among the last k points at each point."""
+    v = np.asarray(x, dtype=float)
+    ok = np.isfinite(v)
+    c = np.concatenate([[0.0], np.cumsum(np.where(ok, v, 0.0))])
+    m = np.concatenate([[0], np.cumsum(ok)])
+    i = np.arange(1, len(v) + 1)
+    lo = np.maximum(i - k, 0)
+    cnt = m[i] - m[lo]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(cnt > 0, (c[i] - c[lo]) / np.maximum(cnt, 1), np.nan)
+
+
+def trailing_median(x: np.ndarray, k: int = 5) -> np.ndarray:
+    """Median of the last k finite values at each point (the SQL features' `smooth`)."""
+    x = np.asarray(x, dtype=float)
+    if len(x) == 0:
+        return x
+    pad = np.concatenate([np.full(k - 1, np.nan), x])
+    windows = np.lib.stride_tricks.sliding_window_view(pad, k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows give NaN, as intended
+        return np.nanmedian(windows, axis=1)
+
+
+def centred_median(x: np.ndarray, k: int = 5) -> np.ndarray:
+    """Median of the finite values in a window of k points centred on each point (shrinking at
+    the ends): follows a level change without the lag of a trailing median."""
+    x = np.asarray(x, dtype=float)
+    if len(x) == 0:
+        return x
+    h = k // 2
+    pad = np.concatenate([np.full(h, np.nan), x, np.full(h, np.nan)])
+    windows = np.lib.stride_tricks.sliding_window_view(pad, 2 * h + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(windows, axis=1)
+
+
+def ffill(x: np.ndarray) -> np.ndarray:
+    """Carry the last finite value forward over NaN gaps (leading NaNs stay)."""
+    x = np.asarray(x, dtype=float).copy()
+    ok = np.isfinite(x)
+    if not ok.any():
+        return x
+    idx = np.where(ok, np.arange(len(x)), 0)
+    np.maximum.accumulate(idx, out=idx)
+    out = x[idx]
+    out[: int(np.argmax(ok))] = np.nan
+    return out
+
+
+def nanmedian(x: np.ndarray) -> float:
+    """Median of the finite values (NaN when there are none)."""
+    v = np.asarray(x, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if len(v) else float("nan")
+
+
+def center_scale(values: np.ndarray, rel_floor: float = 0.05, abs_floor: float = 1e-9) -> tuple[float, float]:
+    """Median and floored 1.4826*MAD, as doctor_features computes its scale."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return float("nan"), float("nan")
+    med = float(np.median(v))
+    mad = 1.4826 * float(np.median(np.abs(v - med)))
+    return med, max(mad, rel_floor * abs(med), abs_floor)
+
+
+def finite_or(x: np.ndarray, fill: float) -> np.ndarray:
+    """x with NaN/inf replaced by fill."""
+    x = np.asarray(x, dtype=float)
+    return np.where(np.isfinite(x), x, fill)
+
+
+def diff_noise(x: np.ndarray) -> float:
+    """Point-to-point noise of a series (1.4826 MAD of first differences / sqrt 2): robust to trends and shifts."""
+    v = np.asarray(x, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) < 4:
+        return float("nan")
+    d = np.diff(v)
+    return 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0)
+
+
+@dataclass(frozen=True)
+class HingeFit:
+    """y = a + p u, plus from the breakpoint u_k on a jump b and a bend g1 d + g2 d^2.
+
+    d = (u - u_k) / u_scale, with u_scale the span of the fitted u (keeps the fit well
+    conditioned whatever the units of u).
+    """
+
+    index: int  # breakpoint, as an index into the points that were fitted
+    a: float
+    p: float
+    b: float
+    g1: float
+    g2: float
+    u_scale: float
+    sigma: float  # robust residual scale of the hinge fit
+    improvement: float  # (SSE of the plain line - SSE of the hinge) / sigma^2
+
+    def extra(self, du: np.ndarray) -> np.ndarray:
+        """What the hinge adds to the line at du = u - u_k (0 before the breakpoint)."""
+        du = np.asarray(du, dtype=float)
+        d = np.maximum(du, 0.0) / self.u_scale
+        return np.where(du >= 0, self.b + self.g1 * d + self.g2 * d * d, 0.0)
+
+
+def _suffix(x: np.ndarray) -> np.ndarray:
+    return np.cumsum(x[::-1])[::-1]
+
+
+def hinge_fit(u: np.ndarray, y: np.ndarray, min_side: int, min_before: int | None = None) -> HingeFit | None:
+    """Best single-breakpoint fit of y = a + p u + [u >= u_k] (b + g1 d + g2 d^2), d = u - u_k scaled.
+
+    u must increase (ln step for a power law, the point index for a line). Every candidate
+    breakpoint k (at least min_side points from either end, and at least min_before points
+    from the start when given: the trend before a break is only trusted over enough points) is
+    solved exactly from suffix sums of powers of u (binomial expansion of (u - u_k)^m), so the
+    whole search is O(n).
+    """
+    n = len(u)
+    first = max(min_side, min_before or 0)
+    if n < first + min_side + 4:
+        return None
+    u = np.asarray(u, dtype=float)
+    y = np.asarray(y, dtype=float)
+    mean_u = float(np.mean(u))
+    u_scale = float(max(np.ptp(u), 1e-12))
+    w = (u - mean_u) / u_scale  # centred and scaled for numerical stability
+    ks = np.arange(first, n - min_side)
+    wk = w[ks]
+    sw = [_suffix(w**j)[ks] for j in range(5)]  # sums over the suffix of w^j ...
+    syw = [_suffix(y * w**j)[ks] for j in range(3)]  # ... and of y w^j
+
+    def centred(sums: list[np.ndarray], m: int) -> np.ndarray:  # sum over the suffix of f (w - wk)^m
+        return sum(math.comb(m, j) * (-wk) ** (m - j) * sums[j] for j in range(m + 1))
+
+    C = [centred(sw, m) for m in range(5)]
+    E = [centred(syw, m) for m in range(3)]
+    D = [C[1] + wk * C[0], C[2] + wk * C[1], C[3] + wk * C[2]]  # sums of w (w - wk)^m
+    K = len(ks)
+    full = lambda value: np.full(K, float(value))  # noqa: E731
+    N, W, WW = full(n), full(w.sum()), full((w * w).sum())
+    rows = (
+        (N, W, C[0], C[1], C[2]),
+        (W, WW, D[0], D[1], D[2]),
+        (C[0], D[0], C[0], C[1], C[2]),
+        (C[1], D[1], C[1], C[2], C[3]),
+        (C[2], D[2], C[2], C[3], C[4]),
+    )
+    xtx = np.empty((K, 5, 5))
+    for i, row in enumerate(rows):
+        for j, col in enumerate(row):
+            xtx[:, i, j] = col
+    xty = np.stack([full(y.sum()), full((w * y).sum()), E[0], E[1], E[2]], axis=1)
+    xtx += np.eye(5)[None] * 1e-9
+    beta = np.linalg.solve(xtx, xty[..., None])[..., 0]
+    sse = float((y * y).sum()) - (beta * xty).sum(axis=1)
+    best = int(np.argmin(sse))
+    k = int(ks[best])
+    a, p, b, g1, g2 = (float(c) for c in beta[best])
+    p_u = p / u_scale  # slope per unit of u
+    fit = HingeFit(k, a - p_u * mean_u, p_u, b, g1, g2, u_scale, 1.0, 0.0)
+    resid = y - (fit.a + fit.p * u + fit.extra(u - u[k]))
+    sigma = max(1.4826 * float(np.median(np.abs(resid - np.median(resid)))), 1e-6)
+    design0 = np.vstack([np.ones(n), w]).T
+    coef0, *_ = np.linalg.lstsq(design0, y, rcond=None)
+    sse0 = float(((y - design0 @ coef0) ** 2).sum())
+    return HingeFit(k, fit.a, fit.p, b, g1, g2, u_scale, sigma, (sse0 - float(sse[best])) / sigma**2)
+
+
+def refine_onset(y: np.ndarray, start: int, lo: int, hi: int, share: float = 0.0) -> int:
+    """Where a detected shift began, at most start.
+
+    A threshold is crossed well after a drift begins, and a slow drift (a ramp over hundreds of
+    steps) starts long before a short CUSUM window reaches. y[lo:hi] (from the baseline to just
+    past the crossing) is fitted by a line plus, after a breakpoint, a jump and a bend
+    (hinge_fit on the point index); the onset is the first point from the breakpoint on where
+    the fitted departure from the line has covered `share` of what it had reached at `start`.
+    That skips a bend that dips before it rises, and stays at the breakpoint for a jump.
+    """
+    lo, hi = max(0, lo), min(len(y), hi)
+    seg = np.asarray(y[lo:hi], dtype=float)
+    ok = np.isfinite(seg)
+    if ok.sum() < 12 or not lo <= start < hi:
+        return start
+    x = np.flatnonzero(ok).astype(float)
+    fit = hinge_fit(x, seg[ok], min_side=3)
+    if fit is None:
+        return start
+    k = int(x[fit.index])
+    if k >= start - lo:
+        return start
+    dx = np.arange(k, start - lo + 1, dtype=float) - k
+    extra = fit.extra(dx)
+    total = float(extra[-1])
+    if not np.isfinite(total) or total == 0.0:
+        return start
+    covered = np.flatnonzero(extra / total >= share)
+    return int(min(start, lo + k + (int(covered[0]) if len(covered) else 0)))
+
+
+# -- the noise a series can have ---------------------------------------------------------------
+def granularity(x: np.ndarray, max_n: int = 4096, tol: float = 1e-6) -> int | None:
+    """The smallest N such that (nearly) every finite value is a multiple of 1/N, or None.
+
+    A batch-mean of a binary (or few-valued) reward over N rollouts moves in steps of 1/N: 16
+    rollouts give 0, 0.0625, 0.125, ... That N says how much such a mean can move by chance
+    (binomial_sd), which an empirical noise estimate cannot say when the series barely moved
+    (a sparse reward: zero on most steps). Non-integer multiples beyond rounding (a learned
+    reward model's scores) give None.
+    """
+    v = _finite(x)
+    if len(v) < 5 or not np.any(v != v[0]):
+        return None
+    v = np.abs(v)
+    for n in range(1, max_n + 1):
+        scaled = v * n
+        if np.mean(np.abs(scaled - np.round(scaled)) <= tol * max(1.0, n)) >= 0.98:
+            return n
+    return None
+
+
+def binomial_sd(p: float, n: int, span: float = 1.0) -> float:
+    """Standard deviation of the mean of n independent outcomes of a two-valued reward that is
+    `span` apart, at success rate p (clipped away from 0 and 1 by half an outcome)."""
+    if n <= 0:
+        return float("nan")
+    q = min(max(p, 0.5 / n), 1.0 - 0.5 / n)
+    return span * math.sqrt(q * (1.0 - q) / n)
+
+
+def wilson_interval(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a proportion of k successes in n trials."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def point_noise(x: np.ndarray) -> float:
+    """Point-to-point noise of a series: 1.4826 MAD of first differences / sqrt 2 (robust to
+    trends and level shifts). NaN when there are fewer than 4 finite points."""
+    return diff_noise(x)
+
+
+def bounded_noise(x: np.ndarray) -> float:
+    """Noise of a bounded batch-mean (a reward or a fraction): the larger of its point-to-point
+    noise and, where its granularity is known, the binomial noise of a mean of that many
+    outcomes, at the level of its middle half closest to 0.5 (the noisiest level it sat at).
+
+    The floor matters for sparse, saturated or dead stretches: when most points sit at 0 (or 1)
+    the point-to-point noise is ~0, and a single success, or the ordinary noise of the stretch
+    where the reward was alive, would otherwise count as a change of level.
+    """
+    v = _finite(x)
+    if len(v) < 4:
+        return float("nan")
+    empirical = diff_noise(v)
+    n = granularity(v)
+    lo, hi = float(np.min(v)), float(np.max(v))
+    if n is not None and lo >= 0.0 and hi <= 1.0:
+        q25, q75 = np.percentile(v, [25, 75])
+        p = float(min(max(0.5, q25), q75))
+        floor = binomial_sd(p, n)
+        return max(empirical, floor) if np.isfinite(empirical) else floor
+    return empirical
+
+
+# -- level shifts ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shift:
+    """The most significant change of level of a series, by segment means.
+
+    `at` is the first index of the new level; before and after are the medians of the
+    segments on either side (the segment before reaching back at most `lookback` points), `end`
+    the last index of the segment after, and `z` the change in standard errors of the two
+    medians under the series' noise.
+    """
+
+    at: int
+    before: float
+    after: float
+    end: int
+    z: float
+    start: int = 0  # first index of the stretch `before` is the median of
+
+
+def level_shifts(y: np.ndarray, noise: float, min_size: int = 3, lookback: int | None = None, max_changes: int = 8) -> list[Shift]:
+    """Every change of level binary segmentation finds in y (NaN filled), in time order.
+
+    The penalty is the BIC-like 2 ln(n) noise^2 of binary_segmentation, with the noise given
+    (so a noise floor, e.g. bounded_noise's, raises it); each change is reported against its
+    neighbouring segments.
+    """
+    v = np.asarray(y, dtype=float)
+    ok = np.isfinite(v)
+    if ok.sum() < 2 * min_size or not np.isfinite(noise) or noise <= 0:
+        return []
+    filled = np.where(ok, v, np.nanmedian(v))
+    n = len(filled)
+    cps = binary_segmentation(filled, penalty=2.0 * math.log(n) * noise * noise * 1.0, min_size=min_size, max_changes=max_changes)
+    bounds = [0, *cps, n]
+    out = []
+    for j, k in enumerate(cps):
+        lo = bounds[j] if lookback is None else max(bounds[j], k - lookback)
+        hi = bounds[j + 2]
+        before = v[lo:k][np.isfinite(v[lo:k])]
+        after = v[k:hi][np.isfinite(v[k:hi])]
+        if len(before) == 0 or len(after) == 0:
+            continue
+        b, a = float(np.median(before)), float(np.median(after))
+        se = 1.25 * noise * math.sqrt(1.0 / len(before) + 1.0 / len(after))
+        out.append(Shift(int(k), b, a, int(hi - 1), (a - b) / se if se > 0 else 0.0, int(lo)))
+    return out

@@ -17,20 +17,24 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
-from rlprobe.errors import ImportRefused, SourceUnreadable
-from rlprobe.importers import console_log, metrics_file, trainer_state, trl_completions
-from rlprobe.importers._common import Parsed
-from rlprobe.importers.write import ImportReport, write_recording
+from rlprobe.errors import ImportRefused, RlprobeError, SourceUnreadable
+from rlprobe.importers import console_log, metrics_file, trainer_state, trl_completions, xtuner_log
+from rlprobe.importers._common import Parsed, finish
+from rlprobe.importers.trackers import TRACKERS, is_single_run, open_runs, tracker_kind
+from rlprobe.importers.write import ImportReport, RootReport, write_recording
 
-__all__ = ["FORMATS", "ImportReport", "Recording", "as_recording", "detect", "import_source", "is_importable"]
+__all__ = ["FORMATS", "ImportReport", "Recording", "RootReport", "as_recording", "detect", "import_source", "is_importable"]
 
-FORMATS: tuple[str, ...] = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "trl_completions")
+FORMATS: tuple[str, ...] = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "xtuner", "trl_completions",
+                            "tensorboard", "wandb", "mlflow")
 """Values of `kind` (and of `rlprobe import --format`)."""
 
 # What makes a directory a recording (docs/format.md); such a path is read, never imported.
@@ -49,6 +53,12 @@ def _first_line(text: str) -> str:
     return ""
 
 
+def _read_all(path: Path) -> str:
+    from rlprobe.importers._common import read_text
+
+    return read_text(path)
+
+
 def detect(source: str | os.PathLike[str]) -> str:
     """The kind of a source (one of FORMATS but 'auto'), or SourceUnreadable saying why none fits."""
     path = Path(source).expanduser()
@@ -61,12 +71,19 @@ def detect(source: str | os.PathLike[str]) -> str:
             return "trainer_state"
         if trl_completions.find_files(path):
             return "trl_completions"
-        raise SourceUnreadable(f"{source}: a folder with no trainer_state.json (nor checkpoint-*/trainer_state.json) "
-                               "and no completions/*.parquet: point at a metrics file, a log or an output dir")
+        tracker = tracker_kind(path)
+        if tracker is not None:
+            return tracker
+        raise SourceUnreadable(f"{source}: a folder with no trainer_state.json (nor checkpoint-*/trainer_state.json), "
+                               "no completions/*.parquet, no TensorBoard event files, W&B runs or MLflow store: point "
+                               "at a metrics file, a log, an output dir or a tracker's folder")
     name, suffix = path.name, path.suffix.lower()
     in_recording = path.parent.name in ("steps", "samples") and _is_recording_dir(path.parent.parent)
     if name in ("manifest.json", "steps.parquet", "events.jsonl") or in_recording:
         raise SourceUnreadable(f"{source} is part of an rlprobe recording: read the run directory directly")
+    tracker = tracker_kind(path)
+    if tracker is not None:
+        return tracker
     if suffix == ".parquet":
         return "trl_completions"
     if suffix == ".json":
@@ -84,6 +101,8 @@ def detect(source: str | os.PathLike[str]) -> str:
                 return "jsonl"
         except ValueError:
             pass
+    if xtuner_log.looks_like(head) or ("[XTuner]" in head and xtuner_log.looks_like(_read_all(path))):
+        return "xtuner"
     if console_log.looks_like(head):
         return "console"
     header = {c.strip().strip('"') for c in first.replace("\t", ",").split(",")}
@@ -96,7 +115,7 @@ def detect(source: str | os.PathLike[str]) -> str:
 
 
 def _read(path: Path, kind: str, step_every: int | None) -> Parsed:
-    if path.is_dir():
+    if path.is_dir() and kind not in TRACKERS:
         if kind not in ("trainer_state", "trl_completions"):
             raise SourceUnreadable(f"{path} is a folder; --format {kind} needs a file")
         state = trainer_state.find_in_dir(path) if kind == "trainer_state" else None
@@ -118,6 +137,7 @@ def _read(path: Path, kind: str, step_every: int | None) -> Parsed:
         "json": lambda: metrics_file.parse_json_array(path, step_every),
         "csv": lambda: metrics_file.parse_csv(path, step_every),
         "console": lambda: console_log.parse(path, step_every),
+        "xtuner": lambda: xtuner_log.parse(path, step_every),
         "trl_completions": lambda: trl_completions.parse([path]),
     }
     return readers[kind]()
@@ -139,10 +159,18 @@ def _check_target(source: Path, run_dir: Path) -> None:
         raise ImportRefused(f"{run_dir} already exists and is not empty; an import never overwrites: choose a new RUN_DIR")
 
 
+Progress = Callable[[str, int, int], None]
+"""progress(what, done, total): a run's bytes read, or a root's runs imported."""
+
+
 def import_source(source: str | os.PathLike[str], run_dir: str | os.PathLike[str], *, kind: str = "auto",
                   step_every: int | None = None, algorithm: str | None = None, model_name: str | None = None,
-                  run_id: str | None = None) -> ImportReport:
-    """Build a new, closed recording at run_dir from a source (read-only); see the module doc."""
+                  run_id: str | None = None, progress: Progress | None = None) -> ImportReport | RootReport:
+    """Build a new, closed recording at run_dir from a source (read-only); see the module doc.
+
+    A tracker's root of runs (a TensorBoard logdir, a wandb/ folder, an MLflow store) becomes a
+    runs root at run_dir, one recording per run, and a RootReport.
+    """
     src, dest = Path(source).expanduser(), Path(run_dir).expanduser()
     if kind not in FORMATS:
         raise SourceUnreadable(f"unknown format {kind!r}; one of {', '.join(FORMATS)}")
@@ -152,12 +180,74 @@ def import_source(source: str | os.PathLike[str], run_dir: str | os.PathLike[str
         raise SourceUnreadable(f"{source}: no such file or directory")
     _check_target(src, dest)
     found = detect(src) if kind == "auto" else kind
-    parsed = _read(src, found, step_every)
+    if found in TRACKERS:
+        return _import_tracker(src, dest, found, step_every=step_every, algorithm=algorithm, model_name=model_name,
+                               run_id=run_id, progress=progress)
+    parsed = finish(_read(src, found, step_every))
+    return _write(parsed, src, dest, found, algorithm=algorithm, model_name=model_name, run_id=run_id)
+
+
+def _write(parsed: Parsed, src: Path, dest: Path, found: str, **manifest: Any) -> ImportReport:
     if not parsed.entries and not parsed.samples:
         why = f" ({len(parsed.bad_lines)} malformed lines, first at line {parsed.bad_lines[0]})" if parsed.bad_lines else ""
         left = ", ".join(f"{n} {r}" for r, n in sorted(parsed.skipped.items()))
-        raise SourceUnreadable(f"{source}: no metric dicts found as {found}{why}" + (f"; left out: {left}" if left else ""))
-    return write_recording(parsed, src.resolve(), dest, algorithm=algorithm, model_name=model_name, run_id=run_id)
+        raise SourceUnreadable(f"{src}: no metric dicts found as {found}{why}" + (f"; left out: {left}" if left else ""))
+    return write_recording(parsed, src.resolve(), dest, **manifest)
+
+
+def _safe_name(name: str) -> str:
+    """A run's name as a folder below the runs root (no '..', no absolute path, no empty part)."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    return "/".join(p.replace(os.sep, "_") for p in parts) or "run"
+
+
+def _import_tracker(src: Path, dest: Path, kind: str, *, step_every: int | None, algorithm: str | None,
+                    model_name: str | None, run_id: str | None, progress: Progress | None) -> ImportReport | RootReport:
+    def bytes_progress(done: int, total: int) -> None:
+        if progress is not None:
+            progress(f"reading {src.name}", done, total)
+
+    with open_runs(src, kind, bytes_progress) as runs:
+        if is_single_run(src, kind) and len(runs) == 1:
+            parsed = runs[0][1]()
+            if step_every is not None:
+                parsed.notes.append(f"--step-every is ignored: {kind} values carry their step")
+            return _write(finish(parsed), src, dest, kind, algorithm=algorithm, model_name=model_name, run_id=run_id)
+        # A root of runs: built under a hidden name next to dest, renamed into place at the end.
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.parent / f".{dest.name}.import-{uuid.uuid4().hex[:8]}.tmp"
+        tmp.mkdir()
+        root = RootReport(source=str(src.resolve()), kind=kind, run_dir=str(dest))
+        try:
+            used: set[str] = set()
+            for i, (name, read) in enumerate(runs):
+                if progress is not None:
+                    progress(f"run {i + 1}/{len(runs)} {name}", i, len(runs))
+                folder = _safe_name(name)
+                while folder in used:
+                    folder += "_"
+                used.add(folder)
+                try:
+                    report = _write(finish(read()), src, tmp / folder, kind, algorithm=algorithm, model_name=model_name,
+                                    run_id=f"{run_id}/{folder}" if run_id else None)
+                except RlprobeError as exc:  # one broken run never takes the root down
+                    root.failed.append((name, str(exc)))
+                    continue
+                report.run_dir = str(dest / folder)
+                report.source = f"{src.resolve()} :: {name}"
+                root.runs.append(report)
+            if progress is not None:
+                progress("runs", len(runs), len(runs))
+            if not root.runs:
+                first = root.failed[0][1] if root.failed else "no run"
+                raise SourceUnreadable(f"{src}: none of its {len(runs)} {kind} runs could be imported (first: {first})")
+            if dest.exists():
+                dest.rmdir()  # _check_target made sure it is empty
+            os.replace(tmp, dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return root
 
 
 def is_importable(path: str | os.PathLike[str]) -> bool:
@@ -170,7 +260,8 @@ def is_importable(path: str | os.PathLike[str]) -> bool:
     if p.is_file():
         return p.name not in ("manifest.json", "steps.parquet", "events.jsonl")
     if p.is_dir() and not _is_recording_dir(p):
-        return trainer_state.find_in_dir(p) is not None or bool(trl_completions.find_files(p))
+        return (trainer_state.find_in_dir(p) is not None or bool(trl_completions.find_files(p))
+                or tracker_kind(p) is not None)
     return False
 
 
@@ -179,12 +270,22 @@ class Recording:
     """A path the read side can open, and the import report when it had to be imported."""
 
     path: Path
-    report: ImportReport | None = None
+    report: ImportReport | RootReport | None = None
+
+    def shown_as(self, run_dir: str) -> str:
+        """The source a run directory of this recording came from (itself when nothing was imported)."""
+        if isinstance(self.report, RootReport):
+            for run in self.report.runs:
+                if os.path.realpath(run.run_dir) == os.path.realpath(run_dir):
+                    return run.source
+        elif self.report is not None:
+            return self.report.source
+        return run_dir
 
 
 @contextmanager
 def as_recording(path: str | os.PathLike[str], *, kind: str = "auto", step_every: int | None = None,
-                 algorithm: str | None = None) -> Iterator[Recording]:
+                 algorithm: str | None = None, progress: Progress | None = None) -> Iterator[Recording]:
     """A recording for path: path itself when it is one (or a root), else a temporary import removed on exit."""
     if not is_importable(path) and kind == "auto":
         yield Recording(Path(path))
@@ -193,5 +294,5 @@ def as_recording(path: str | os.PathLike[str], *, kind: str = "auto", step_every
         name = Path(path).resolve().name
         # The source's name as run_id: what the doctor prints is then the file the user gave.
         report = import_source(path, Path(tmp) / "run", kind=kind, step_every=step_every,
-                               algorithm=algorithm, run_id=name)
+                               algorithm=algorithm, run_id=name, progress=progress)
         yield Recording(Path(report.run_dir), report)

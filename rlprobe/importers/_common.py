@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from rlprobe.keymap import MappedMetrics, map_metrics
+from rlprobe.keymap import MappedMetrics, derive_run, infer_algorithm, map_metrics
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX
 
 # The dict the HF Trainer logs once, after the last step: totals, not a step's metrics.
 SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"})
 
 # Keys every HF Trainer log carries whatever it is about; they say nothing about training.
-_BOOKKEEPING = frozenset({"epoch", "step", "global_step", "training/global_step"})
+_BOOKKEEPING = frozenset({"epoch", "step", "global_step", "training/global_step", "train/global_step", "train/epoch",
+                          "wall_time", "_step", "update", "iteration"})
 
 # HF hub cache folders name the model: .../models--Qwen--Qwen2.5-7B-Instruct/snapshots/...
 _HF_CACHE_MODEL = re.compile(r"models--([A-Za-z0-9][\w.-]*)--([\w.-]+?)(?=/|\\|$|\s)")
@@ -46,6 +47,7 @@ class Parsed:
     model_name: str | None = None
     trainer_config: dict[str, Any] = field(default_factory=dict)
     step_rule: str = ""
+    algorithm_rule: str = ""
     bad_lines: list[int] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> entries left out
     notes: list[str] = field(default_factory=list)
@@ -100,17 +102,42 @@ def own_names(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
     return out
 
 
+# What a dict is depends only on its keys, and a source repeats the same keys every step: decide
+# once per key tuple ("summary", "eval", "own" for rlprobe's flattened names, or "metrics").
+_KIND_OF_KEYS: dict[tuple[Any, ...], str] = {}
+
+
+def _kind_of(metrics: Mapping[str, Any]) -> str:
+    keys = tuple(metrics)
+    kind = _KIND_OF_KEYS.get(keys)
+    if kind is None:
+        if is_summary(metrics):
+            kind = "summary"
+        elif is_eval_only(metrics):
+            kind = "eval"
+        elif any(str(k).startswith((REWARD_COMPONENT_PREFIX, EXTRA_PREFIX)) for k in keys):
+            kind = "own"
+        else:
+            kind = "metrics"
+        if len(_KIND_OF_KEYS) >= 4096:
+            _KIND_OF_KEYS.clear()
+        _KIND_OF_KEYS[keys] = kind
+    return kind
+
+
 def classify(metrics: Mapping[str, Any], parsed: Parsed) -> MappedMetrics | None:
     """Map a training-log dict, or count why it is left out (summary, eval, no metrics) and return None."""
-    metrics = own_names(metrics)
-    if is_summary(metrics):
+    kind = _kind_of(metrics)
+    if kind == "summary":
         parsed.skip("summary")
         return None
-    if is_eval_only(metrics):
+    if kind == "eval":
         parsed.skip("eval")
         return None
+    if kind == "own":
+        metrics = own_names(metrics)
     mapped = map_metrics(metrics)
-    if not (mapped.fields or mapped.components or mapped.extra):
+    if not (set(mapped.fields) - _BOOKKEEPING or mapped.components or set(mapped.extra) - _BOOKKEEPING):
         parsed.skip("no numeric metrics")
         return None
     return mapped
@@ -126,3 +153,41 @@ def read_text(path: Path) -> str:
     """A text file's contents, opened read-only; undecodable bytes become U+FFFD, never an error."""
     with open(path, "r", encoding="utf-8", errors="replace", newline="") as fh:
         return fh.read()
+
+
+# Measurements a trainer may write as 0 when it does not compute them (the doctor would read a
+# flat 0 entropy as a collapsed policy); a constant 0 reward_min or lr is ordinary.
+_PLACEHOLDER_PRONE = frozenset({"entropy_mean", "kl_mean", "grad_norm", "loss", "clip_fraction", "reward_std",
+                                "logprob_mismatch", "value_loss", "ratio_mean", "adv_std"})
+
+
+def finish(parsed: Parsed) -> Parsed:
+    """What needs the whole run: run-level derivations, the algorithm, constant placeholders.
+
+    Every reader's result goes through this once, before it is written (rlprobe.keymap says
+    which derivations are exact and why they need every step).
+    """
+    mapped = [e.mapped for e in parsed.entries]
+    parsed.notes += derive_run(mapped)
+    if parsed.algorithm is None:
+        parsed.algorithm, parsed.algorithm_rule = infer_algorithm({f for m in mapped for f in m.fields})
+    parsed.notes += constant_notes(mapped)
+    return parsed
+
+
+def constant_notes(mapped: list[MappedMetrics], min_steps: int = 20) -> list[str]:
+    """Fields exactly 0 at every one of many steps: said, since trainers write 0 for 'not measured'.
+
+    The values are kept as logged (0 may be true: loss and clip fraction are 0 by construction
+    with one update per batch); the note tells the reader of the report to look.
+    """
+    if len(mapped) < min_steps:
+        return []
+    fields = sorted(({f for m in mapped for f in m.fields} & _PLACEHOLDER_PRONE) - {f for m in mapped for f in m.derived})
+    out = []
+    for name in fields:
+        values = [m.fields[name] for m in mapped if name in m.fields]
+        if len(values) >= min_steps and all(v == 0.0 for v in values):
+            out.append(f"{name} is exactly 0 at all {len(values)} steps that log it (a placeholder for "
+                       "'not measured', or 0 by construction?)")
+    return out

@@ -56,12 +56,52 @@ def _is_numeric(field: Any) -> bool:
     return pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_boolean(field.type)
 
 
+def add_samples(parsed: Parsed, rows: list[dict[str, Any]], numeric: set[str], reward_names: set[str] | None = None) -> None:
+    """TRL completion rows (dicts by column) as samples of parsed; numeric names the number columns.
+
+    Shared by the parquet files and the same table logged to W&B (a `completions` table).
+    """
+    components = {c for c in numeric - _FIXED if reward_names is None or c in reward_names}
+    extras = numeric - _FIXED - components
+    serial = len(parsed.samples)
+    groups: dict[tuple[int, str], str] = {}
+    per_step: dict[int, int] = {}
+    for row in rows:
+        if row.get("mode") not in (None, "train"):
+            parsed.skip("eval samples")
+            continue
+        step_value = to_float(row.get("step"))
+        if step_value is None or not math.isfinite(step_value):
+            parsed.skip("samples without a step")
+            continue
+        step = int(step_value)
+        prompt = _text(row.get("prompt"))
+        key = (step, prompt or "")
+        if key not in groups:
+            groups[key] = f"{step}/{per_step.get(step, 0)}"
+            per_step[step] = per_step.get(step, 0) + 1
+        comps = {c: v for c in sorted(components) if (v := to_float(row.get(c))) is not None}
+        finite = [v for v in comps.values() if math.isfinite(v)]
+        parsed.samples.append({
+            "step": step,
+            "sample_id": f"{step}-0-{serial}",
+            "prompt_text": prompt,
+            "completion_text": _text(row.get("completion")),
+            "reward_total": math.fsum(finite) if finite else None,
+            "reward_components": comps,
+            "advantage": to_float(row.get("advantage")),
+            "group_id": groups[key],
+            "capture_reason": "all",
+            "extra": {c: v for c in sorted(extras) if (v := to_float(row.get(c))) is not None},
+        })
+        serial += 1
+
+
 def parse(files: Iterable[Path], reward_names: set[str] | None = None) -> Parsed:
     """Read completion parquet files (read-only) into samples; reward_names picks component columns."""
     import pyarrow.parquet as pq
 
     parsed = Parsed(kind="trl_completions")
-    serial = 0
     ignored: dict[str, None] = {}
     for path in files:
         try:
@@ -71,42 +111,9 @@ def parse(files: Iterable[Path], reward_names: set[str] | None = None) -> Parsed
         if "completion" not in table.column_names or "step" not in table.column_names:
             raise SourceUnreadable(f"{path}: not a TRL completions table (needs step and completion columns)")
         parsed.files.append(str(path))
-        numeric = {f.name for f in table.schema if _is_numeric(f) and f.name not in _FIXED}
-        components = {c for c in numeric if reward_names is None or c in reward_names}
+        numeric = {f.name for f in table.schema if _is_numeric(f)}
         ignored.update(dict.fromkeys(f.name for f in table.schema if f.name not in _FIXED and f.name not in numeric))
-        groups: dict[tuple[int, str], str] = {}
-        per_step: dict[int, int] = {}
-        for row in table.to_pylist():
-            if row.get("mode") not in (None, "train"):
-                parsed.skip("eval samples")
-                continue
-            step_value = to_float(row.get("step"))
-            if step_value is None or not math.isfinite(step_value):
-                parsed.skip("samples without a step")
-                continue
-            step = int(step_value)
-            prompt = _text(row.get("prompt"))
-            key = (step, prompt or "")
-            if key not in groups:
-                groups[key] = f"{step}/{per_step.get(step, 0)}"
-                per_step[step] = per_step.get(step, 0) + 1
-            group = groups[key]
-            comps = {c: v for c in sorted(components) if (v := to_float(row.get(c))) is not None}
-            finite = [v for v in comps.values() if math.isfinite(v)]
-            sample: dict[str, Any] = {
-                "step": step,
-                "sample_id": f"{step}-0-{serial}",
-                "prompt_text": prompt,
-                "completion_text": _text(row.get("completion")),
-                "reward_total": math.fsum(finite) if finite else None,
-                "reward_components": comps,
-                "advantage": to_float(row.get("advantage")),
-                "group_id": group,
-                "capture_reason": "all",
-                "extra": {c: v for c in sorted(numeric - components) if (v := to_float(row.get(c))) is not None},
-            }
-            parsed.samples.append(sample)
-            serial += 1
+        add_samples(parsed, table.to_pylist(), numeric, reward_names)
     if ignored:
         parsed.notes.append(f"completion columns not imported (not numbers): {', '.join(ignored)}")
     return parsed

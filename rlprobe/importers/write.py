@@ -17,6 +17,7 @@ from typing import Any
 
 from rlprobe import __version__
 from rlprobe.importers._common import Parsed
+from rlprobe.keymap import why_extra
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX, Event, RunManifest, new_run_id
 
 _MAX_LISTED_LINES = 50  # an event line stays small even for a log that is all garbage
@@ -38,12 +39,16 @@ class ImportReport:
     fields: list[str] = field(default_factory=list)
     components: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
+    known_extra: list[str] = field(default_factory=list)
+    shadowed: list[str] = field(default_factory=list)
+    derived: list[str] = field(default_factory=list)
     non_numeric: list[str] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     algorithm: str | None = None
+    algorithm_rule: str = ""
     model_name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,11 +70,20 @@ class ImportReport:
             f"  mapped fields: {', '.join(self.fields) or '(none)'}",
         ]
         if self.model_name or self.algorithm:
-            lines.append(f"  model: {self.model_name or '?'}, algorithm: {self.algorithm or '?'}")
+            why = f" (inferred: {self.algorithm_rule})" if self.algorithm_rule else ""
+            lines.append(f"  model: {self.model_name or '?'}, algorithm: {self.algorithm or '?'}{why}")
+        if self.derived:
+            lines.append(f"  derived fields (exact, see docs/import.md): {', '.join(self.derived)}")
         if self.components:
             lines.append(f"  reward components: {', '.join(self.components)}")
-        if self.unmapped:
-            lines.append(f"  unmapped keys ({len(self.unmapped)}, kept as extra.<key>): {', '.join(self.unmapped)}")
+        unknown = [k for k in self.unmapped if k not in set(self.known_extra)]
+        if self.known_extra:
+            lines.append(f"  known keys without a field ({len(self.known_extra)}, kept as extra.<key>; docs/import.md "
+                         f"says why): {', '.join(self.known_extra)}")
+        if unknown:
+            lines.append(f"  unmapped keys ({len(unknown)}, kept as extra.<key>): {', '.join(unknown)}")
+        if self.shadowed:
+            lines.append(f"  second spellings of a mapped field (kept as extra.<key>): {', '.join(self.shadowed)}")
         if self.non_numeric:
             lines.append(f"  not numbers, not imported: {', '.join(self.non_numeric)}")
         if self.skipped:
@@ -81,19 +95,70 @@ class ImportReport:
         return "\n".join(line for line in lines if line)
 
 
+@dataclass
+class RootReport:
+    """What a root import (a tracker's folder of many runs) wrote: one report per run, and the failures."""
+
+    source: str
+    kind: str
+    run_dir: str
+    runs: list[ImportReport] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (run name, why)
+
+    @property
+    def steps(self) -> int:
+        """Steps imported over all runs."""
+        return sum(r.steps for r in self.runs)
+
+    @property
+    def step_rule(self) -> str:
+        """The step rules the runs used."""
+        return "; ".join(dict.fromkeys(r.step_rule for r in self.runs))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict."""
+        return {"source": self.source, "kind": self.kind, "run_dir": self.run_dir,
+                "runs": [r.to_dict() for r in self.runs], "failed": [{"run": n, "error": e} for n, e in self.failed]}
+
+    def summary(self) -> str:
+        """One line per run, then the runs that could not be imported."""
+        lines = [f"imported {len(self.runs)} {self.kind} runs from {self.source}", f"  -> {self.run_dir} (a runs root)"]
+        for r in self.runs:
+            name = os.path.relpath(r.run_dir, self.run_dir)
+            span = f"steps {r.first_step}..{r.last_step}" if r.steps else "no steps"
+            lines.append(f"  {name}: {r.steps} steps ({span}), {r.samples} samples, {len(r.fields)} fields mapped"
+                         + (f", {len(r.unmapped)} keys kept as extras" if r.unmapped else ""))
+        for name, why in self.failed:
+            lines.append(f"  not imported: {name}: {why}")
+        return "\n".join(lines)
+
+
 def _ordered_union(lists: list[list[str]]) -> list[str]:
     seen: dict[str, None] = {}
+    last: list[str] | None = None
     for names in lists:
-        seen.update(dict.fromkeys(names))
+        if names != last:  # a source repeats the same keys step after step
+            seen.update(dict.fromkeys(names))
+            last = names
     return list(seen)
 
 
 def _step_rows(parsed: Parsed) -> list[dict[str, Any]]:
+    component_col = {}
+    extra_col = {}
     rows = []
     for entry in parsed.entries:
         row: dict[str, Any] = {"step": entry.step, **entry.mapped.fields}
-        row.update({REWARD_COMPONENT_PREFIX + k: v for k, v in entry.mapped.components.items()})
-        row.update({EXTRA_PREFIX + k: v for k, v in entry.mapped.extra.items()})
+        for k, v in entry.mapped.components.items():
+            name = component_col.get(k)
+            if name is None:
+                name = component_col[k] = REWARD_COMPONENT_PREFIX + k
+            row[name] = v
+        for k, v in entry.mapped.extra.items():
+            name = extra_col.get(k)
+            if name is None:
+                name = extra_col[k] = EXTRA_PREFIX + k
+            row[name] = v
         rows.append(row)
     return rows
 
@@ -113,9 +178,13 @@ def write_recording(parsed: Parsed, source: Path, run_dir: Path, *, algorithm: s
         fields=sorted({f for e in parsed.entries for f in e.mapped.fields}),
         components=sorted({c for e in parsed.entries for c in e.mapped.components}),
         unmapped=_ordered_union([e.mapped.unmapped for e in parsed.entries]),
+        known_extra=[k for k in _ordered_union([e.mapped.unmapped for e in parsed.entries]) if why_extra(k)],
+        shadowed=_ordered_union([e.mapped.shadowed for e in parsed.entries]),
+        derived=_ordered_union([e.mapped.derived for e in parsed.entries]),
         non_numeric=_ordered_union([e.mapped.skipped for e in parsed.entries]),
         bad_lines=list(parsed.bad_lines), skipped=dict(parsed.skipped), files=list(parsed.files),
-        notes=list(parsed.notes), algorithm=algorithm or parsed.algorithm, model_name=model_name or parsed.model_name,
+        notes=list(parsed.notes), algorithm=algorithm or parsed.algorithm,
+        algorithm_rule="" if algorithm else parsed.algorithm_rule, model_name=model_name or parsed.model_name,
     )
     manifest = RunManifest(
         run_id=report.run_id, algorithm=report.algorithm, model_name=report.model_name,

@@ -11,6 +11,7 @@ import json
 import math
 from typing import Any, Mapping
 
+from rlprobe.jsonsafe import clean_text, safe_str
 from rlprobe.schemas import (
     EXTRA_PREFIX,
     REWARD_COMPONENT_PREFIX,
@@ -22,6 +23,7 @@ from rlprobe.schemas import (
 _STEP_FLOATS = frozenset(STEP_FLOAT_FIELDS)
 _SAMPLE_TEXT = frozenset({"prompt_text", "completion_text", "sample_id", "group_id", "capture_reason"})
 _SAMPLE_FLOATS = frozenset(k for k, t in SAMPLE_COLUMN_TYPES.items() if t == "DOUBLE")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1  # what an int64 column holds
 
 
 class BadValue(ValueError):
@@ -51,19 +53,53 @@ def to_float(value: Any) -> float:
 
 
 def to_int(value: Any) -> int:
-    """Coerce an integral number-like value to int; 3.0 is fine, 3.5 and NaN are not."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    number = to_float(value)
-    if not math.isfinite(number) or number != int(number):
-        raise BadValue(f"expected an integer, got {value!r}")
-    return int(number)
+    """Coerce an integral number-like value to an int64; 3.0 is fine, 3.5, NaN, True and 2**63 are not.
+
+    A value out of the int64 range is refused here, field by field: one such value reaching the
+    parquet writer would fail the whole batch it is in.
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise BadValue(f"expected an integer, got a bool ({value!r})")
+    if isinstance(value, int):
+        number = value
+    elif hasattr(value, "__index__") and not isinstance(value, (str, bytes)):
+        try:
+            number = value.__index__()  # numpy and torch integers, exactly (a float would round)
+        except Exception as exc:
+            raise BadValue(f"expected an integer, got {type(value).__name__}") from exc
+    else:
+        as_float = to_float(value)
+        if not math.isfinite(as_float) or as_float != int(as_float):
+            raise BadValue(f"expected an integer, got {safe_str(value)[:40]}")
+        number = int(as_float)
+    if not _INT64_MIN <= number <= _INT64_MAX:
+        raise BadValue(f"integer out of the int64 range: {str(number)[:24]}")
+    return number
+
+
+def _name(name: Any) -> str:
+    """A column name: text that UTF-8 can hold (a lone surrogate cannot be a parquet column)."""
+    text = name if isinstance(name, str) else safe_str(name)
+    if clean_text(text) is not text:
+        raise BadValue("name is not valid text (it holds a lone surrogate)")
+    return text
 
 
 def _float_list(value: Any) -> list[float]:
     if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
         raise BadValue(f"expected a list of numbers, got {type(value).__name__}")
     return [to_float(v) for v in value]
+
+
+def _int_list(value: Any) -> list[int]:
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+        raise BadValue(f"expected a list of integers, got {type(value).__name__}")
+    values = list(value)
+    if all(type(v) is int for v in values):  # the common case, checked in bulk
+        if values and not (_INT64_MIN <= min(values) and max(values) <= _INT64_MAX):
+            raise BadValue("integer out of the int64 range in the list")
+        return values
+    return [to_int(v) for v in values]
 
 
 def _put_dict(row: dict[str, Any], prefix: str, name: str, value: Any, problems: list[str]) -> None:
@@ -74,9 +110,9 @@ def _put_dict(row: dict[str, Any], prefix: str, name: str, value: Any, problems:
         if item is None:
             continue
         try:
-            row[prefix + str(key)] = to_float(item)
-        except BadValue as exc:
-            problems.append(f"{name}[{key!r}]: {exc}")
+            row[prefix + _name(key)] = to_float(item)
+        except Exception as exc:
+            problems.append(f"{name}[{safe_str(key)[:60]!r}]: {exc}")
 
 
 def step_row(step: Any, metrics: Mapping[str, Any], wall_time: float) -> tuple[dict[str, Any] | None, list[str]]:
@@ -91,6 +127,7 @@ def step_row(step: Any, metrics: Mapping[str, Any], wall_time: float) -> tuple[d
         if value is None:
             continue
         try:
+            name = _name(name)
             if name in _STEP_FLOATS:
                 row[name] = to_float(value)
             elif name == "kl_positional":
@@ -106,7 +143,7 @@ def step_row(step: Any, metrics: Mapping[str, Any], wall_time: float) -> tuple[d
             else:
                 row[EXTRA_PREFIX + name] = to_float(value)
         except Exception as exc:  # one bad field costs that field, never the step
-            problems.append(f"{name}: {exc}")
+            problems.append(f"{clean_text(name)}: {exc}")
     return row, problems
 
 
@@ -118,11 +155,14 @@ def _to_bool(value: Any) -> bool:
     raise BadValue(f"expected true/false, got {type(value).__name__}")
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    # Conversational prompts arrive as message lists; keep them readable rather than drop them.
-    return json.dumps(value, default=str, ensure_ascii=False)
+def _text(value: Any, name: str, problems: list[str]) -> str:
+    if not isinstance(value, str):
+        # Conversational prompts arrive as message lists; keep them readable rather than drop them.
+        value = json.dumps(value, default=safe_str, ensure_ascii=False)
+    cleaned = clean_text(value)
+    if cleaned is not value:
+        problems.append(f"{name}: lone surrogates replaced by U+FFFD (UTF-8 cannot hold them)")
+    return cleaned
 
 
 def sample_row(sample: Any, step: int, rank: int) -> tuple[dict[str, Any] | None, list[str]]:
@@ -137,8 +177,9 @@ def sample_row(sample: Any, step: int, rank: int) -> tuple[dict[str, Any] | None
         if value is None or name in ("step", "rank"):
             continue
         try:
+            name = _name(name)
             if name in _SAMPLE_TEXT:
-                row[name] = _text(value)
+                row[name] = _text(value, name, problems)
             elif name in _SAMPLE_FLOATS:
                 row[name] = to_float(value)
             elif name == "completion_len":
@@ -146,7 +187,7 @@ def sample_row(sample: Any, step: int, rank: int) -> tuple[dict[str, Any] | None
             elif name == "truncated":
                 row[name] = _to_bool(value)
             elif name == "completion_token_ids":
-                row[name] = [to_int(v) for v in value]
+                row[name] = _int_list(value)
             elif name == "reward_components":
                 _put_dict(row, REWARD_COMPONENT_PREFIX, name, value, problems)
             elif name == "extra":
@@ -156,5 +197,5 @@ def sample_row(sample: Any, step: int, rank: int) -> tuple[dict[str, Any] | None
             else:
                 row[EXTRA_PREFIX + name] = to_float(value)
         except Exception as exc:  # e.g. bool() of an array: one bad field, not a dead writer
-            problems.append(f"{name}: {exc}")
+            problems.append(f"{clean_text(name) if isinstance(name, str) else safe_str(name)}: {exc}")
     return row, problems

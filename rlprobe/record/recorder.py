@@ -14,25 +14,47 @@ import random
 import threading
 import time
 import traceback
+import weakref
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from rlprobe.record import handlers
-from rlprobe.record.coerce import sample_row, step_row
+from rlprobe.record.coerce import sample_row, step_row, to_int
 from rlprobe.record.environment import capture_env as _capture_env
+from rlprobe.record.lock import WriterLock
 from rlprobe.record.sampling import SamplingConfig, select
-from rlprobe.jsonsafe import json_safe
+from rlprobe.jsonsafe import json_safe, safe_str
 from rlprobe.record.writer import PartialWrite, RunWriter, prewarm_parquet
 from rlprobe.schemas import Event, RunManifest
 
 _STEP, _SAMPLES, _FLUSH, _STOP = range(4)
+_MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>"})()  # an argument not given
 _POLL_S = 0.2  # how often the writer thread drains the queue when nobody wakes it (each wake costs the training thread GIL time)
 _CLOSE_TIMEOUT_S = 30.0
+_CLOSE_RETRIES, _CLOSE_RETRY_S = 3, 0.1  # a close after failed writes tries again this often
 _BAD_REPORTS_PER_FIELD = 3  # then repeats of the same bad field are only counted
 
 
+# Every active recorder of this process, so a forked child can disarm them all (_after_fork).
+_LIVE: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for recorder in list(_LIVE):
+        recorder._disarm_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Recorder:
-    """Record one training run into ``run_dir`` (see docs/api.md for every argument)."""
+    """Record one training run into ``run_dir`` (see docs/api.md for every argument).
+
+    A recorder belongs to the process that made it. In a forked child (a multiprocessing pool
+    worker, say) it is inert: the writer thread did not survive the fork, and the exit hooks and
+    files are the parent's. A child that must record makes a Recorder of its own.
+    """
 
     def __init__(
         self,
@@ -55,6 +77,7 @@ class Recorder:
     ) -> None:
         self.rank = rank
         self.active = rank == 0 or record_all_ranks
+        self._pid = os.getpid()
         self._dropped = 0
         self._closed = not self.active
         self.write_failures = 0
@@ -79,7 +102,12 @@ class Recorder:
         }
         if run_id is not None:
             manifest_kwargs["run_id"] = run_id
-        self._writer = RunWriter(self.run_dir, RunManifest(**manifest_kwargs), rank=rank)
+        self._writer_lock = WriterLock(self.run_dir)  # before anything is read or written (RecordingInUse)
+        try:
+            self._writer = RunWriter(self.run_dir, RunManifest(**manifest_kwargs), rank=rank)
+        except BaseException:
+            self._writer_lock.release()
+            raise
         self.run_id = self._writer.manifest.run_id
         self._rng = random.Random(self.sampling.seed)
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
@@ -103,11 +131,21 @@ class Recorder:
                           tags=manifest_kwargs["tags"])
         self.log_event("recorder_open", message="resumed" if self._writer.resumed else "", **opened)
         self._thread = threading.Thread(target=self._run, name=f"rlprobe-writer-{self.run_id}", daemon=True)
-        self._thread.start()
         self._handlers = handlers.install(self) if install_handlers else None
+        _LIVE.add(self)
+        self._thread.start()
+
+    def _disarm_after_fork(self) -> None:
+        """In a forked child: record nothing and close nothing (the exit hooks disarm themselves)."""
+        self._closed = True
+        self._queue = collections.deque()  # the parent's pending records are the parent's to write
+        self._writer_lock.forget()
 
     # -- the training loop's API ----------------------------------------------------------
-    def log_step(self, step: int, **metrics: Any) -> None:
+    # step, samples and kind are positional-only, so a metric or data key of the same name
+    # (log_step(1, **{"step": 2}), log_event("x", kind="y")) is a bad value the writer thread
+    # reports, never a TypeError in the training loop.
+    def log_step(self, step: Any = _MISSING, /, **metrics: Any) -> None:
         """Record per-step scalars. Never blocks and never raises on bad values."""
         if self._closed:
             return
@@ -116,31 +154,42 @@ class Recorder:
         else:
             self._dropped += 1
 
-    def log_samples(self, step: int, samples: Iterable[Any], select: bool = True) -> None:
+    def log_samples(self, step: Any = _MISSING, samples: Any = _MISSING, /, select: Any = True, **misplaced: Any) -> None:
         """Record per-sample forensics; the recorder takes ownership of the dicts."""
         if self._closed:
             return
         if len(self._queue) < self._queue_size:
-            self._queue.append((_SAMPLES, step, samples, select))
+            self._queue.append((_SAMPLES, step, samples, select, misplaced))
         else:
             self._dropped += 1
 
-    def log_event(self, kind: str, step: int | None = None, message: str = "", **data: Any) -> None:
+    def log_event(self, kind: Any = _MISSING, /, step: Any = None, message: Any = "", **data: Any) -> None:
         """Record a sparse event, written to disk immediately; never raises."""
         if self._closed:
             return
+        if kind is _MISSING:
+            kind = data.pop("kind", "event")
         self._write_event(kind, step, message, data)
 
-    def _write_event(self, kind: str, step: int | None, message: str, data: dict[str, Any]) -> None:
+    def _write_event(self, kind: Any, step: Any, message: Any, data: dict[str, Any]) -> None:
+        """Write one event line. Whatever kind, message and data hold (lone surrogates, objects
+        whose str() raises, a dict that contains itself), the event is written as valid JSON."""
         try:
-            event = Event(kind=str(kind), step=step, rank=self.rank, message=str(message), data=data)
-        except Exception:  # e.g. a step that is not an int: keep the event, say what was wrong
-            event = Event(kind=str(kind), rank=self.rank, message=str(message), data={**json_safe(data), "bad_step": repr(step)[:80]})
-        try:
+            fields = json_safe(data)
+            if step is not None:
+                try:
+                    step = to_int(step)
+                except Exception:  # keep the event, say what was wrong with its step
+                    fields["bad_step"] = safe_str(step)[:80]
+                    step = None
+            event = Event.model_construct(
+                timestamp=time.time(), kind=safe_str(kind), step=step, rank=self.rank,
+                message=safe_str(message), data=fields,
+            )
             self._writer.append_event(event)
-        except OSError as exc:
+        except Exception as exc:  # a full disk (OSError) or anything else: counted, never raised
             self.write_failures += 1
-            self.last_write_error = f"events.jsonl: {exc}"
+            self.last_write_error = f"events.jsonl: {type(exc).__name__}: {exc}"
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Persist everything logged so far; True when it is on disk within timeout."""
@@ -153,8 +202,8 @@ class Recorder:
 
     def close(self) -> None:
         """Drain, flush and compact part files into steps.parquet. Idempotent."""
-        if not self.active:
-            return
+        if not self.active or os.getpid() != self._pid:
+            return  # inert, or a forked child: the parent closes its own recording
         with self._close_lock:
             if self._closed:
                 return
@@ -168,10 +217,10 @@ class Recorder:
             else:
                 try:
                     self._writer.compact()
-                except OSError as exc:
+                except Exception as exc:  # close() never raises
                     # Parts stay readable; a later close() or resume compacts them.
                     self.write_failures += 1
-                    self.last_write_error = f"compaction: {exc}"
+                    self.last_write_error = f"compaction: {type(exc).__name__}: {safe_str(exc)}"
                 self._write_event("recorder_close", None, "", {
                     "dropped": self._dropped,
                     "write_failures": self.write_failures,
@@ -179,6 +228,9 @@ class Recorder:
                 })
             if self._handlers is not None:
                 self._handlers.uninstall()
+            _LIVE.discard(self)
+            if not self._thread.is_alive():  # a writer still running keeps the folder until the process ends
+                self._writer_lock.release()
 
     @property
     def dropped(self) -> int:
@@ -220,16 +272,43 @@ class Recorder:
                     try:
                         (self._accept_step if kind == _STEP else self._accept_samples)(*item[1:])
                     except Exception as exc:  # the writer thread must outlive any record
-                        self._bad_record("step" if kind == _STEP else "samples", item[1], [f"{type(exc).__name__}: {exc}"])
+                        self._bad_record("step" if kind == _STEP else "samples", item[1], [f"{type(exc).__name__}: {safe_str(exc)}"])
                 if len(self._pending_steps) >= self._steps_per_flush:
                     self._persist()
             due = time.monotonic() - self._last_flush >= self._flush_interval_s
             if waiters or stopping or due:
                 self._persist()
+            if stopping:
+                self._last_tries()
             for done in waiters:
                 done.set()
 
-    def _accept_step(self, step: Any, metrics: Mapping[str, Any], wall_time: float) -> None:
+    def _last_tries(self) -> None:
+        """At close: retry a failed write a few times, then count what is still pending as dropped.
+
+        Nothing may disappear without entering `dropped` and an event: rows still pending when
+        close gives up are counted here, before the recorder_close event reports the total.
+        """
+        for _ in range(_CLOSE_RETRIES):
+            if not (self._pending_steps or self._pending_samples):
+                return
+            time.sleep(_CLOSE_RETRY_S)
+            self._persist()
+        lost = len(self._pending_steps) + len(self._pending_samples)
+        if lost:
+            self._pending_steps, self._pending_samples = [], []
+            self._dropped += lost
+            self._reported_drops = self._dropped
+            self._write_event("recorder_drops", None, f"{lost} records dropped: writes still failing at close", {
+                "total": self._dropped, "cause": "close", "last_write_error": self.last_write_error,
+            })
+
+    def _accept_step(self, step: Any, metrics: dict[str, Any], wall_time: float) -> None:
+        if step is _MISSING:
+            if "step" not in metrics:
+                self._bad_record("step", None, ["step: missing (log_step(step, **metrics))"])
+                return
+            step = metrics.pop("step")  # log_step(step=5, ...): the step given by name
         try:
             row, problems = step_row(step, metrics, wall_time)
         except Exception as exc:  # a metrics object so odd that even inspecting it fails
@@ -239,13 +318,18 @@ class Recorder:
         if row is not None:
             self._pending_steps.append(row)
 
-    def _accept_samples(self, step: Any, samples: Iterable[Any], do_select: bool) -> None:
+    def _accept_samples(self, step: Any, samples: Any, do_select: Any, misplaced: dict[str, Any]) -> None:
+        # log_samples(step=5, samples=[...]): the arguments given by name
+        step = misplaced.pop("step", None) if step is _MISSING else step
+        samples = misplaced.pop("samples", None) if samples is _MISSING else samples
         try:
+            if misplaced:
+                self._bad_record("samples", step, [f"{safe_str(k)[:60]}: not an argument of log_samples" for k in misplaced])
+            step = to_int(step)
             samples = list(samples)
-            picks = select(samples, self.sampling, self._rng) if do_select else [(i, "all") for i in range(len(samples))]
-            step = int(step)
+            picks = select(samples, self.sampling, self._rng) if bool(do_select) else [(i, "all") for i in range(len(samples))]
         except Exception as exc:
-            self._bad_record("samples", step, [f"{type(exc).__name__}: {exc}"])
+            self._bad_record("samples", step, [f"{type(exc).__name__}: {safe_str(exc)}"])
             return
         problems: list[str] = []
         for index, reason in picks:
@@ -293,6 +377,8 @@ class Recorder:
             ok &= self._try_write(self._writer.write_steps, "_pending_steps")
         if self._pending_samples:
             ok &= self._try_write(self._writer.write_samples, "_pending_samples")
+        for what, step, reason in self._writer.take_rejected():
+            self._bad_record(what, step, [f"row left out: {reason}"])
         if ok:
             self.last_write_error = None
 

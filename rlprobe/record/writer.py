@@ -42,10 +42,38 @@ class PartialWrite(OSError):
 
 
 _PART_RE = re.compile(r"^part-(\d+)\.parquet$")
+_TEMP_RE = re.compile(r"^\..+\.[0-9a-f]{8}\.tmp$")  # atomic_write_*'s hidden temp names
 
 
-def _table(rows: list[dict[str, Any]], fixed_types: dict[str, str]) -> pa.Table:
-    """Arrow table of the columns present in rows; known columns get their contract type."""
+# What building a table from rows raises for a value Arrow cannot hold (an int past int64, text
+# with a lone surrogate, ...). Never an OSError: those are the disk's, and are retried.
+_DATA_ERRORS = (pa.ArrowException, OverflowError, UnicodeError, TypeError, ValueError)
+
+
+def _table(rows: list[dict[str, Any]], fixed_types: dict[str, str], rejected: list[tuple[Any, str]] | None = None) -> pa.Table:
+    """Arrow table of the columns present in rows; known columns get their contract type.
+
+    With rejected, a row Arrow cannot hold is left out and appended there as (row's step,
+    reason) instead of failing the whole table: one bad row costs that row, never its batch.
+    The recorder coerces every value first, so this is the last line, not the usual path.
+    """
+    try:
+        return _build_table(rows, fixed_types)
+    except _DATA_ERRORS:
+        if rejected is None:
+            raise
+    good = []
+    for row in rows:
+        try:
+            _build_table([row], fixed_types)
+        except _DATA_ERRORS as exc:
+            rejected.append((row.get("step"), f"{type(exc).__name__}: {str(exc)[:200]}"))
+            continue
+        good.append(row)
+    return _build_table(good, fixed_types)
+
+
+def _build_table(rows: list[dict[str, Any]], fixed_types: dict[str, str]) -> pa.Table:
     names: dict[str, None] = {}
     for row in rows:
         names.update(dict.fromkeys(row))
@@ -124,11 +152,13 @@ class RunWriter:
         self.steps_dir = self.run_dir / "steps"
         self.samples_dir = self.run_dir / "samples"
         self.events_path = self.run_dir / "events.jsonl"
+        self.rejected: list[tuple[str, Any, str]] = []
         self._events_lock = threading.Lock()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.resumed = (self.run_dir / "manifest.json").exists()
         if self.resumed:
             self.manifest = self._load_own_manifest(manifest)
+            self._remove_orphan_temp_files()
             self._reopen_compacted()
             self._end_torn_event_line()
         else:
@@ -151,14 +181,33 @@ class RunWriter:
             # Keep the unreadable original untouched; record under the new manifest's identity.
             return fallback
 
+    def _remove_orphan_temp_files(self) -> None:
+        """Delete the hidden temp files a killed writer left (readers never match them).
+
+        Only a resuming writer does this, and only this writer can be at work in the folder
+        (the Recorder holds its lock), so no temp file here belongs to a write in progress.
+        """
+        for folder in (self.run_dir, self.steps_dir, self.samples_dir):
+            try:
+                names = [p for p in folder.iterdir() if _TEMP_RE.match(p.name)]
+            except OSError:
+                continue
+            for path in names:
+                path.unlink(missing_ok=True)
+
     def _reopen_compacted(self) -> None:
         """Resuming a closed recording: its steps.parquet becomes the first part again.
 
         The compacted file would otherwise hide every new part from readers. A rename keeps
-        the bytes as they are; close() compacts everything once more.
+        the bytes as they are; close() compacts everything once more. Parts found beside
+        steps.parquet are what a compaction killed between its rename and its deletions left:
+        each is already in steps.parquet (readers ignore them for that reason), so they are
+        deleted first; renamed after them, the compacted copy would count every step twice.
         """
         compacted = self.run_dir / "steps.parquet"
         if compacted.exists():
+            for part in self._parts():
+                part.unlink(missing_ok=True)
             self.steps_dir.mkdir(exist_ok=True)
             index = self._next_index(self.steps_dir, _PART_RE)
             os.replace(compacted, self.steps_dir / f"part-{index:06d}.parquet")
@@ -209,11 +258,25 @@ class RunWriter:
         return max(found, default=-1) + 1
 
     # -- writing ------------------------------------------------------------------------
-    def write_steps(self, rows: list[dict[str, Any]]) -> Path:
-        """Write rows as the next immutable part file."""
+    def take_rejected(self) -> list[tuple[str, Any, str]]:
+        """Rows the last writes left out because Arrow cannot hold them: (what, step, reason)."""
+        out, self.rejected = self.rejected, []
+        return out
+
+    def _rows_table(self, rows: list[dict[str, Any]], what: str, types: dict[str, str]) -> pa.Table:
+        rejected: list[tuple[Any, str]] = []
+        table = _table(rows, types, rejected)
+        self.rejected += [(what, step, reason) for step, reason in rejected]
+        return table
+
+    def write_steps(self, rows: list[dict[str, Any]]) -> Path | None:
+        """Write rows as the next immutable part file (None when no row could be encoded)."""
+        table = self._rows_table(rows, "step", STEP_COLUMN_TYPES)
+        if table.num_rows == 0:
+            return None
         self.steps_dir.mkdir(exist_ok=True)
         path = self.steps_dir / f"part-{self._next_part:06d}.parquet"
-        atomic_write_table(path, _table(rows, STEP_COLUMN_TYPES))
+        atomic_write_table(path, table)
         self._next_part += 1
         return path
 
@@ -230,7 +293,10 @@ class RunWriter:
             while written < len(rows):
                 held = self._shard.num_rows if self._shard is not None else 0
                 chunk = rows[written : written + SAMPLES_PER_SHARD - held]
-                new = _table(chunk, SAMPLE_COLUMN_TYPES)
+                new = self._rows_table(chunk, "samples", SAMPLE_COLUMN_TYPES)
+                if new.num_rows == 0:
+                    written += len(chunk)
+                    continue
                 shard = new if self._shard is None else pa.concat_tables([self._shard, new], promote_options="permissive")
                 full = shard.num_rows >= SAMPLES_PER_SHARD
                 version = None if full else self._shard_version + 1
@@ -289,18 +355,48 @@ class RunWriter:
         compacted = self.run_dir / "steps.parquet"
         if not parts:
             return compacted if compacted.exists() else None
-        tables = [pq.read_table(p) for p in parts]
-        table = pa.concat_tables(tables, promote_options="permissive")
+        table: pa.Table | None = None
+        kept = []
+        for part in parts:
+            try:
+                part_table = pq.read_table(part)
+                if not pa.types.is_integer(part_table.schema.field("step").type):
+                    raise ValueError(f"its step column is {part_table.schema.field('step').type}, not an integer")
+                table = part_table if table is None else pa.concat_tables([table, part_table], promote_options="permissive")
+            except Exception as exc:
+                if isinstance(exc, OSError) and exc.errno is not None:
+                    raise  # the disk's failure (EIO, ...), not the file's: retried by a later close
+                self.quarantine(part, exc)
+                continue
+            kept.append(part)
+        if table is None:
+            return compacted if compacted.exists() else None
         table = self._last_write_wins(table)
         atomic_write_table(compacted, table)
         _fsync_dir(self.run_dir)
-        for part in parts:
+        for part in kept:
             part.unlink(missing_ok=True)
         try:
             self.steps_dir.rmdir()
         except OSError:
             pass
         return compacted
+
+    def quarantine(self, path: Path, reason: BaseException | str) -> Path:
+        """Rename a file that cannot be read out of the readers' way, keep it, and say so.
+
+        The new name (<name>.quarantined-<8 hex>) matches no reader's pattern, so the rest of
+        the recording reads and compacts; the bytes stay for whoever wants to look at them.
+        """
+        target = path.with_name(f"{path.name}.quarantined-{uuid.uuid4().hex[:8]}")
+        os.replace(path, target)
+        why = reason if isinstance(reason, str) else f"{type(reason).__name__}: {reason}"
+        self.append_event(Event(
+            kind="quarantined", rank=self.rank,
+            message=f"{path.relative_to(self.run_dir)} cannot be read and was set aside as {target.name}: {why}"[:500],
+            data={"file": str(path.relative_to(self.run_dir)), "quarantined_as": target.name, "reason": why[:500]},
+        ))
+        return target
 
     def _parts(self) -> list[Path]:
         if not self.steps_dir.is_dir():

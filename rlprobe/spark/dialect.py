@@ -5,7 +5,8 @@ Each fix is an entry in a table, as sqlglot's dialects do it. What each one is f
 
 - ``median(x)`` and sliding medians: Spark refuses ``median`` with a window frame, and
   ``percentile_approx`` would be approximate. ``percentile(x, 0.5)`` is exact (the same
-  interpolated median as DuckDB) and accepts frames.
+  interpolated median as DuckDB) and accepts frames. ``quantile_cont(x, q)`` likewise becomes
+  ``percentile(x, q)``: Spark's ``percentile_cont`` takes only the WITHIN GROUP form, no frames.
 - ``list_median(list)``, ``list_sum(list)``: DuckDB list functions sqlglot passes through
   unchanged; Spark has no such functions. Both skip NULLs, as DuckDB's do.
 - ``max(x, n)`` (DuckDB: the n largest values as a list): sqlglot drops ``n`` with a warning
@@ -120,6 +121,7 @@ class RlprobeSpark(Spark):
         TRANSFORMS = {
             **SparkGenerator.TRANSFORMS,
             exp.Median: lambda self, e: self.func("PERCENTILE", e.this, exp.Literal.number(0.5)),
+            exp.PercentileCont: lambda self, e: self.func("PERCENTILE", e.this, e.expression),
             # SIZE(NULL) is -1 unless ANSI mode is on; ARRAY_SIZE(NULL) is NULL, as DuckDB's len()
             # and both lengths BIGINT, DuckDB's type (Spark's are INT)
             exp.ArraySize: lambda self, e: f"CAST({self.func('ARRAY_SIZE', e.this)} AS BIGINT)",

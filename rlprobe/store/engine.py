@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import duckdb
 
 from rlprobe import __version__
-from rlprobe.errors import CorruptRecording, NotARecording, QueryError, RecordingNotFound, SchemaTooNew
+from rlprobe.errors import CorruptRecording, NotARecording, OutputRefused, QueryError, RecordingNotFound, SchemaTooNew
 from rlprobe.schemas import SCHEMA_VERSION
 from rlprobe.store import scope, sqlfiles, versions
 
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from rlprobe.store.remote import RemotePath
 
 _RECORDING_FILES = ("manifest.json", "steps.parquet", "steps", "events.jsonl", "samples")
+# file names the views read (sql/v1/sources): an output so named below a root would join the data
+_READ_AS_RECORDING = re.compile(r"^(manifest\.json|steps\.parquet|events\.jsonl|rollout_trace\.jsonl|part-.*\.parquet|shard-.*\.parquet)$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")  # a scheme: object storage through fsspec
 _TRANSIENT_RETRIES = 5  # a compaction may delete a part, a flush replace a shard, between DuckDB's glob and its read
 
@@ -75,6 +77,26 @@ class Store:
             dirs.setdefault(run_id, []).append(run_dir)
         return scope.scope_dirs(dirs, run_ids)
 
+    def refuse_output_inside(self, out: str | os.PathLike[str]) -> None:
+        """Raise OutputRefused when out lies inside a recording of the target, or would be read
+        as a file of one (a steps.parquet anywhere below a root would be a new run)."""
+        if self.target.remote:
+            return  # outputs are local files; a bucket's recordings are not on this disk
+        path = Path(out).expanduser()
+        path = path.resolve() if path.exists() else path.parent.resolve() / path.name
+        root = Path(str(self.target.path))
+        if self.target.kind == "run":
+            recordings = [root]
+        else:
+            recordings = [Path(d) for (d,) in run(self.con, "SELECT DISTINCT run_dir FROM v1.runs", fetch="rows")[2] if d]
+        for recording in recordings:
+            if path == recording or recording in path.parents:
+                raise OutputRefused(f"{out} is inside the recording {recording}: nothing is ever written into a "
+                                    "recording; give an --out path outside it")
+        if root in path.parents and _READ_AS_RECORDING.match(path.name):
+            raise OutputRefused(f"{out} is below {root} and named like a recording file, so readers would take it "
+                                "for (part of) a run; give another --out name, or a path outside the root")
+
     def _scoped(self, sql: str, params: Sequence[Any] | None, fetch: str) -> Any:
         """run(), with the views narrowed to the runs sql provably reads (rlprobe.store.scope)."""
         dirs = self.scope_for(sql, params)
@@ -98,6 +120,11 @@ def resolve(path: str | os.PathLike[str]) -> Target:
     if not p.exists():
         raise RecordingNotFound(f"{path}: no such file or directory")
     p = p.resolve()
+    if os.sep == "/" and "\\" in str(p):
+        # DuckDB's file listing does not list a name with a backslash on POSIX: every file below
+        # would be silently missing, so refuse rather than answer with nothing
+        raise NotARecording(f"{path}: rlprobe cannot read a path with a backslash in it (DuckDB does not list such "
+                            "files); rename the folder")
     if p.is_file():
         if p.name in ("manifest.json", "steps.parquet", "events.jsonl"):
             return Target(p.parent, "run")
@@ -114,8 +141,26 @@ def is_url(path: object) -> bool:
     return isinstance(path, str) and _URL.match(path) is not None and not path.startswith("file://")
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def sql_literal(text: str) -> str:
+    """text as a DuckDB string literal, whatever it holds (quotes, newlines, control characters).
+
+    Control characters are spelled chr(N) outside the quotes, so the script stays one clean
+    line per statement for any tool that reads it line by line (the duckdb CLI's .read).
+    Paths reach SQL only this way or as bound parameters; never inside a comment.
+    """
+    parts: list[str] = []
+    literal: list[str] = []
+    for ch in text:
+        if ch == "'":
+            literal.append("''")
+        elif ord(ch) < 32 or ord(ch) == 127:
+            parts.append("'" + "".join(literal) + "'")
+            parts.append(f"chr({ord(ch)})")
+            literal = []
+        else:
+            literal.append(ch)
+    parts.append("'" + "".join(literal) + "'")
+    return " || ".join(p for p in parts if p != "''") or "''"
 
 
 def init_script(target: Target, version: int | None = None, features: bool = True, bind_root: str | None = None) -> str:
@@ -128,10 +173,11 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
     """
     version = version or max(sqlfiles.versions())
     lines = [
-        f"-- rlprobe {__version__}: views over {target.path} (recording format v{SCHEMA_VERSION})",
+        # the path is never written into a comment: a newline in a folder name would end it
+        f"-- rlprobe {__version__}: views over the folder set in rlprobe_root (recording format v{SCHEMA_VERSION})",
         "-- Run in any DuckDB session (.read this file in the duckdb CLI); query steps, samples,",
         "-- events, runs, manifest. Regenerate with: rlprobe sql PATH",
-        f"SET VARIABLE rlprobe_root = {_quote(bind_root or str(target.path))};",
+        f"SET VARIABLE rlprobe_root = {sql_literal(bind_root or str(target.path))};",
     ]
     for v in sqlfiles.versions():
         if v > version:
@@ -146,7 +192,7 @@ def init_script(target: Target, version: int | None = None, features: bool = Tru
     for f in sqlfiles.public_views(version):
         lines.append(f"CREATE OR REPLACE VIEW main.{f.name} AS SELECT * FROM v{version}.{f.name};")
     if bind_root:
-        lines.append(f"SET VARIABLE rlprobe_root = {_quote(str(target.path))};")
+        lines.append(f"SET VARIABLE rlprobe_root = {sql_literal(str(target.path))};")
     return "\n".join(lines) + "\n"
 
 

@@ -146,4 +146,10 @@ def scope_dirs(dirs_by_run_id: dict[str, list[str]], run_ids: Iterable[str]) -> 
         if not dirs:
             return None
         out.update(dirs)
+    if any(not _is_absolute(d) for d in out):
+        return None  # a directory the views could not parse ('' would glob from /): read everything
     return sorted(out)
+
+
+def _is_absolute(path: str) -> bool:
+    return path.startswith("/") and path.rstrip("/") != "" or re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://.", path) is not None

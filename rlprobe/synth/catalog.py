@@ -1,4 +1,5 @@
-"""What the generator can make: the 18 signature IDs, the healthy families and their inputs."""
+"""What the generator can make: the 19 signature IDs, the healthy families, the variants only asked
+for, the options real logs show, and the fields each needs."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ SIGNATURES: tuple[str, ...] = (
     "STALE_ROLLOUTS",
     "TRAIN_INFERENCE_MISMATCH",
     "REWARD_COLLAPSE",
+    "COMPLETION_COLLAPSE",
 )
 """The failure signatures, exactly as the doctor's catalog names them."""
 
@@ -33,7 +35,7 @@ PATHOLOGIES: dict[str, str] = {
     "DEGENERATE_GROUPS": "GRPO groups lose all within-group variance (80-98% zero-variance; variant all_correct|all_wrong)",
     "ADV_COLLAPSE": "advantages collapse to ~0 across the batch while rewards keep their variance; learning stalls (variant scaled|zeroed)",
     "VALUE_DIVERGENCE": "PPO value head breaks: explained variance falls below 0 and value_loss runs away (always ppo)",
-    "GRAD_PATHOLOGY": "NaN/Inf gradients with NaN loss, repeated violent grad-norm spikes, or exponential grad-norm growth (variant nan|spikes|growth)",
+    "GRAD_PATHOLOGY": "NaN/Inf gradients with NaN loss, repeated violent grad-norm spikes, or exponential grad-norm growth (variant nan|spikes|growth; loss_divergence on request)",
     "TRUNCATION_STARVE": "30-90% of completions hit the length cap: eos_rate falls, completion_len_max pins at the cap, reward drops",
     "REPETITION_SPIRAL": "repetition_rate climbs to 0.25-0.8 and completions loop n-grams; length up, reward down",
     "REWARD_STD_DEATH": "reward variance dies with entropy low (variant saturated: reward at ceiling | collapsed: reward at floor)",
@@ -43,8 +45,42 @@ PATHOLOGIES: dict[str, str] = {
     "STALE_ROLLOUTS": "batch_age rises to 4-10 (or jumps high) in async RL; ratios drift and clipping rises (variant rising|jump)",
     "TRAIN_INFERENCE_MISMATCH": "inference/trainer log-prob gap (logprob_mismatch) drifts from ~1e-3 to 0.03-0.2 (variant drift|jump)",
     "REWARD_COLLAPSE": "reward improves, then falls by 50-95% within a few steps and stays down",
+    "COMPLETION_COLLAPSE": "completions shrink to a few tokens within a few steps: bare answers or nothing (variant bare_answer: reward falls | bare_answer_easy: reward holds | empty)",
 }
 """Signature ID -> one line on how the synthetic failure looks."""
+
+EXTRA_VARIANTS: dict[str, dict[str, str]] = {
+    "TRUNCATION_STARVE": {
+        "dead_start": "dead from the first step: every completion at the length cap, reward exactly at its floor with zero "
+                      "spread, grad_norm and KL exactly 0 (GRPO) - the whole run is wasted",
+        "transient": "entropy rises 2-4x, then a 30-70-step episode at the cap (reward dips, answers often written before "
+                     "the cap) that the run gets out of by itself (truth has end_step)",
+        "answers_before_cap": "90-100% of completions at the cap and staying there while reward holds: the answer is "
+                              "written before the cap, so the grader still pays",
+    },
+    "REWARD_STD_DEATH": {
+        "dead_start": "dead from the first step: reward exactly at its floor with zero spread on every step, lengths "
+                      "normal; grad_norm and KL exactly 0 (GRPO)",
+    },
+    "DEGENERATE_GROUPS": {
+        "dead_start": "every group all-wrong from the first step (no within-group variance, no learning signal); a "
+                      "format part may differ between prompts, so the batch reward need not sit at its floor",
+    },
+    "ENTROPY_BLOWUP": {
+        "transient": "entropy jumps 3-10x for 5-30 steps, completions run to the cap and reward falls, then the run "
+                     "recovers by itself (truth has end_step)",
+    },
+    "GRAD_PATHOLOGY": {
+        "loss_divergence": "the loss goes from ~0.02 to 1e3-1e8 within 2-40 steps while grad_norm is clipped, flat or "
+                           "rising; reward then falls",
+    },
+    "REWARD_HACK_LENGTH": {
+        "bias_from_start": "the reward model's length bias is in the samples from step 1; the policy exploits it only "
+                           "from the onset (the first step its completions are visibly longer)",
+    },
+}
+"""Variants made only when asked for (``make_run(..., variant=...)``, ``--variant``): the default
+draw never makes them, so every seed keeps the run it always had."""
 
 HEALTHY_FAMILIES: dict[str, str] = {
     "steady": "the baseline: rising reward, slow natural entropy decline (1.2-4x), slow KL growth, noisy everything",
@@ -79,6 +115,7 @@ MAGNITUDES: dict[str, str] = {
     "STALE_ROLLOUTS": "batch age reached (3-10 steps)",
     "TRAIN_INFERENCE_MISMATCH": "logprob_mismatch reached (0.03-0.2)",
     "REWARD_COLLAPSE": "fraction of correctness lost at the collapse (0.5-0.9)",
+    "COMPLETION_COLLAPSE": "median completion length after the collapse as a fraction of its level before (0.002-0.1)",
 }
 """Signature ID -> what Truth.magnitude measures for it."""
 
@@ -102,6 +139,7 @@ PATHOLOGY_FIELDS: dict[str, tuple[str, ...]] = {
     "STALE_ROLLOUTS": ("batch_age",),
     "TRAIN_INFERENCE_MISMATCH": ("logprob_mismatch",),
     "REWARD_COLLAPSE": ("reward_mean",),
+    "COMPLETION_COLLAPSE": ("completion_len_mean", "completion_len_max", "reward_mean", "reward_std"),
 }
 
 FAMILY_FIELDS: dict[str, tuple[str, ...]] = {

@@ -63,7 +63,10 @@ def noisy_grad(ctx: Ctx) -> None:
     n, rng = ctx.n, ctx.rng
     k = int(ctx.choice([1, 1, 2]))
     lo, hi = max(1, int(0.1 * n)), max(2, int(0.95 * n))
-    where = np.sort(rng.choice(np.arange(lo, hi), size=min(k, hi - lo), replace=False))
+    # grad_norm is one step's value: a spike a sparse log never samples is not a trap, so
+    # spikes fall on logged steps (every step of a dense log is one)
+    steps = ctx.logged_idx[(ctx.logged_idx >= lo) & (ctx.logged_idx < hi)]
+    where = np.sort(rng.choice(steps, size=min(k, len(steps)), replace=False))
     sizes = rng.uniform(8.0, 40.0, len(where))
     ctx.info.update(spike_steps=[int(i) + 1 for i in where], spike_sizes=[float(s) for s in sizes])
 

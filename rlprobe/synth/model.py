@@ -68,6 +68,13 @@ GEN_FIELDS = (
 GROUP_FIELDS = ("group_reward_std_mean", "zero_variance_group_frac")
 VALUE_FIELDS = ("value_loss", "value_explained_variance", "value_clip_fraction")
 KL_FIELDS = ("kl_mean", "kl_max", "kl_positional")
+# Fields that describe a rollout batch: with two optimizer updates per batch they are logged on
+# the batch's first update only (the second update re-uses the batch and generates nothing).
+ROLLOUT_FIELDS = (
+    "reward_mean", "reward_std", "reward_min", "reward_max", "group_reward_std_mean", "zero_variance_group_frac",
+    "completion_len_mean", "completion_len_p95", "completion_len_max", "max_len_hit_frac", "eos_rate",
+    "repetition_rate", "truncation_rate", "generation_time_s", "reward_components",
+)
 TRL_FIELDS = (
     "reward_mean", "reward_std", "kl_mean", "entropy_mean", "clip_fraction", "completion_len_mean",
     "completion_len_max", "truncation_rate", "zero_variance_group_frac", "grad_norm", "lr", "loss",
@@ -78,8 +85,13 @@ TRL_FIELDS = (
 class Ctx:
     """Everything about one synthetic run while it is being built."""
 
-    def __init__(self, rng: np.random.Generator, n: int, noise: float, group_size: int) -> None:
+    def __init__(self, rng: np.random.Generator, n: int, noise: float, group_size: int,
+                 opts: Any = None, orng: np.random.Generator | None = None, logged_idx: np.ndarray | None = None) -> None:
         self.rng = rng
+        self.opts = opts  # Options (rlprobe.synth.options); None only for code that builds a Ctx by hand
+        self.orng = orng if orng is not None else rng  # options draw from their own stream, so plain runs never change
+        self.logged_idx = logged_idx if logged_idx is not None else np.arange(n)  # 0-based indices of the logged steps
+        self.stride = int(self.logged_idx[1] - self.logged_idx[0]) if len(self.logged_idx) > 1 else 1
         self.n = n
         self.i = np.arange(n, dtype=np.float64)
         self.x = (self.i + 1.0) / n  # progress in (0, 1]
@@ -95,6 +107,12 @@ class Ctx:
         self.onset: int | None = None  # 0-based index of the onset step
         self.variant: str | None = None
         self.magnitude: float | None = None
+        # where the failure holds, per step, when that is not simply "from the onset on" (an
+        # episode that ends, a failure seen only at some steps); None: every step from the onset
+        self.holds: np.ndarray | None = None
+        self.holds_rule = "majority"  # how a logged window shows it: majority | any (an event) | sampled (one step)
+        self.episode_end: int | None = None  # 0-based last step of an episode that ended (None: it lasts)
+        self.fit: tuple[str, ...] = ()  # other signatures that are a correct diagnosis too
 
     # small conveniences used by families and pathologies
     def u(self, lo: float, hi: float) -> float:
@@ -275,7 +293,7 @@ def baseline(ctx: Ctx) -> None:
     L["adv_scale"] = np.ones(n)
     L["adv_zero_min"] = np.zeros(n)
     L["sample_corr_len"] = np.full(n, ctx.u(-0.15, 0.05))  # within-group length-reward correlation
-    for key in ("ident", "soup", "loop", "pad", "fmtonly", "garbage", "artifact"):
+    for key in ("ident", "soup", "loop", "pad", "fmtonly", "garbage", "artifact", "bare"):
         ctx.S[key] = np.zeros(n)
 
 
@@ -304,36 +322,13 @@ def length_stats(lmed: np.ndarray, lsig: np.ndarray, cap: float) -> tuple[np.nda
     return trunc, mean
 
 
-def observe(ctx: Ctx) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]:
-    """Latents -> logged series (all fields), components, kl_positional and extra metrics."""
+def _rewards_analytic(ctx: Ctx, obs: dict[str, np.ndarray], trunc_exp: np.ndarray, acc: np.ndarray, kap: np.ndarray,
+                      fmt: np.ndarray, zmax: float) -> dict[str, np.ndarray]:
+    """Reward, group and advantage statistics from their expected moments (plus sampling noise)."""
     P, L, rng, n, nz = ctx.P, ctx.L, ctx.rng, ctx.n, ctx.noise
     N, ng, G = P["N"], P["n_groups"], P["G"]
     grpo = P["algorithm"] == "grpo"
-    cap = P["cap"]
-    obs: dict[str, np.ndarray] = {}
-
-    # --- generation lengths ---------------------------------------------------------------
-    lmed = L["lmed"] * lognoise(rng, n, 0.03 * nz)
-    lsig = L["lsig"]
-    trunc_exp, mean_len = length_stats(lmed, lsig, cap)
-    trunc_obs = rng.binomial(N, np.clip(trunc_exp, 0, 1)) / N
-    obs["completion_len_mean"] = np.minimum(mean_len * lognoise(rng, n, 0.015 * nz), cap)
-    p95 = np.exp(np.log(lmed) + 1.645 * lsig) * lognoise(rng, n, 0.03 * nz)
-    obs["completion_len_p95"] = np.where(trunc_exp >= 0.05, cap, np.minimum(p95, cap))
-    zmax = float(norm_ppf(1 - 0.5 / N))
-    mx = np.minimum(np.exp(np.log(lmed) + zmax * lsig) * lognoise(rng, n, 0.05 * nz), cap - 1)
-    obs["completion_len_max"] = np.round(np.where(trunc_obs > 0, float(cap), np.maximum(mx, obs["completion_len_p95"] * 0.999)))
-    obs["completion_len_mean"] = np.minimum(obs["completion_len_mean"], obs["completion_len_max"])
-    obs["truncation_rate"] = trunc_obs
-    obs["max_len_hit_frac"] = trunc_obs
-    obs["eos_rate"] = np.clip(1 - trunc_obs - np.abs(rng.normal(0, 0.002, n)), 0, 1)
-    obs["repetition_rate"] = np.clip(L["rep"] * lognoise(rng, n, 0.12 * nz), 0, 1)
-
-    # --- rewards ----------------------------------------------------------------------------
     comps = P["components"]
-    acc = np.clip(L["acc"] * (1 - trunc_exp), 1e-6, 1 - 1e-6)
-    kap = np.maximum(L["kappa"], 0.01)
-    fmt = np.clip(L["fmt"] * (1 - trunc_exp), 0, 1)
     lo, hi = P["correct_range"]
     span = hi - lo
     var_p = acc * (1 - acc) / (kap + 1)
@@ -396,7 +391,7 @@ def observe(ctx: Ctx) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.
     L["_acc_eff"], L["_fmt_eff"] = acc, fmt
 
     # --- GRPO groups and advantages -----------------------------------------------------------
-    P["reward_std_kind"] = "group" if grpo and P["profile"] == "trl" else "batch"
+    P["reward_std_kind"] = P.get("reward_std_force") or ("group" if grpo and P["profile"] == "trl" else "batch")
     if grpo:
         if discrete or "xml" in comps:
             q = 1.0
@@ -433,6 +428,114 @@ def observe(ctx: Ctx) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.
     obs["adv_std"] = adv_std
     obs["adv_zero_frac"] = np.clip(np.maximum(adv_zero, L["adv_zero_min"] + rng.normal(0, 0.01 * nz, n) * (L["adv_zero_min"] > 0)), 0, 1)
     obs["adv_mean"] = rng.normal(0, 0.01 * nz, n) * np.maximum(adv_std, 1e-9)
+    return components
+
+def _rewards_explicit(ctx: Ctx, obs: dict[str, np.ndarray], acc: np.ndarray, kap: np.ndarray,
+                      fmt: np.ndarray) -> dict[str, np.ndarray]:
+    """Reward, group and advantage statistics of rollouts drawn one by one (binary rewards, small groups).
+
+    Each step draws every prompt's difficulty p ~ Beta(acc * kappa, (1 - acc) * kappa), then
+    each of its G completions is right with probability p (and formatted with a per-prompt
+    probability), so the logged numbers are exactly what such a batch gives: reward means are
+    multiples of 1/(G * prompts), a group of identical rewards has std exactly 0, a batch that
+    is all wrong has reward exactly at its floor with zero spread.
+    """
+    P, L, rng, n, nz = ctx.P, ctx.L, ctx.rng, ctx.n, ctx.noise
+    ng, G = P["n_groups"], P["G"]
+    grpo = P["algorithm"] == "grpo"
+    comps = P["components"]
+    lo, hi = P["correct_range"]
+    a = np.maximum(acc * kap, 1e-3)[:, None]
+    b = np.maximum((1 - acc) * kap, 1e-3)[:, None]
+    p = rng.beta(np.broadcast_to(a, (n, ng)), np.broadcast_to(b, (n, ng)))
+    p = np.where(acc[:, None] <= 1e-6, 0.0, p)  # a policy that is never right: exactly 0, not a Beta crumb
+    correct = rng.random((n, ng, G)) < p[:, :, None]
+    name_c, w_c = comps["correct"]
+    right = lo + (hi - lo) * correct
+    reward = w_c * right
+    components = {name_c: right.reshape(n, -1).mean(axis=1)}
+    if "format" in comps:  # the format part: per prompt, concentrated like the task (P["fmt_kappa"])
+        name_f, w_f = comps["format"]
+        kf = float(P.get("fmt_kappa", 30.0))
+        if kf > 0:
+            q = rng.beta(np.broadcast_to(np.maximum(fmt * kf, 1e-3)[:, None], (n, ng)),
+                         np.broadcast_to(np.maximum((1 - fmt) * kf, 1e-3)[:, None], (n, ng)))
+        else:  # all or nothing per prompt: every rollout of a prompt meets the format, or none does
+            q = (rng.random((n, ng)) < fmt[:, None]).astype(float)
+        q = np.where(fmt[:, None] <= 1e-6, 0.0, np.where(fmt[:, None] >= 1 - 1e-6, 1.0, q))
+        formatted = rng.random((n, ng, G)) < q[:, :, None]
+        reward = reward + w_f * formatted
+        components[name_f] = formatted.reshape(n, -1).mean(axis=1)
+    flat = reward.reshape(n, -1)
+    obs["reward_min"], obs["reward_max"] = flat.min(axis=1), flat.max(axis=1)
+    same = obs["reward_min"] == obs["reward_max"]  # identical rewards: their mean and std exactly, not a rounding
+    obs["reward_mean"] = np.where(same, obs["reward_min"], flat.mean(axis=1))
+    batch_std = np.where(same, 0.0, flat.std(axis=1, ddof=1)) if flat.shape[1] > 1 else np.zeros(n)
+    P["reward_std_kind"] = P.get("reward_std_force") or ("group" if grpo and P["profile"] == "trl" else "batch")
+    if grpo:
+        zero = reward.max(axis=2) == reward.min(axis=2)
+        zvf = zero.mean(axis=1)
+        gstd = np.where(zero, 0.0, reward.std(axis=2, ddof=1)).mean(axis=1)
+        obs["zero_variance_group_frac"] = zvf
+        obs["group_reward_std_mean"] = gstd
+        obs["reward_std"] = gstd if P["reward_std_kind"] == "group" else batch_std
+        if P["std_norm"]:  # each group's advantages have std 1 unless the group is degenerate
+            adv_std = np.sqrt(np.maximum(1 - zvf, 0) * (G - 1) / G) * lognoise(rng, n, 0.01 * nz)
+        else:
+            adv_std = gstd * 1.1 * lognoise(rng, n, 0.03 * nz)
+        adv_zero = zvf.copy()
+        L["_zvf"] = zvf
+    else:
+        obs["reward_std"] = batch_std
+        if P["whiten"]:
+            adv_std = 1 + rng.normal(0, 1e-3, n)
+        else:
+            adv_std = np.maximum(batch_std, 1e-3) * np.sqrt(np.clip(1 - L["ev"], 0.05, 2.0)) * lognoise(rng, n, 0.05 * nz)
+        adv_zero = np.abs(rng.normal(0, 0.004, n))
+        L["_zvf"] = np.zeros(n)
+    adv_std = adv_std * L["adv_scale"]
+    obs["adv_std"] = adv_std
+    obs["adv_zero_frac"] = np.clip(np.maximum(adv_zero, L["adv_zero_min"] + rng.normal(0, 0.01 * nz, n) * (L["adv_zero_min"] > 0)), 0, 1)
+    obs["adv_mean"] = rng.normal(0, 0.01 * nz, n) * np.maximum(adv_std, 1e-9)
+    L["_acc_eff"], L["_fmt_eff"] = acc, fmt
+    return components
+
+
+def observe(ctx: Ctx) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]:
+    """Latents -> logged series (all fields), components, kl_positional and extra metrics."""
+    P, L, rng, n, nz = ctx.P, ctx.L, ctx.rng, ctx.n, ctx.noise
+    N = P["N"]
+    grpo = P["algorithm"] == "grpo"
+    cap = P["cap"]
+    obs: dict[str, np.ndarray] = {}
+
+    # --- generation lengths ---------------------------------------------------------------
+    lmed = L["lmed"] * lognoise(rng, n, 0.03 * nz)
+    lsig = L["lsig"]
+    trunc_exp, mean_len = length_stats(lmed, lsig, cap)
+    trunc_obs = rng.binomial(N, np.clip(trunc_exp, 0, 1)) / N
+    obs["completion_len_mean"] = np.minimum(mean_len * lognoise(rng, n, 0.015 * nz), cap)
+    p95 = np.exp(np.log(lmed) + 1.645 * lsig) * lognoise(rng, n, 0.03 * nz)
+    obs["completion_len_p95"] = np.where(trunc_exp >= 0.05, cap, np.minimum(p95, cap))
+    zmax = float(norm_ppf(1 - 0.5 / N))
+    mx = np.minimum(np.exp(np.log(lmed) + zmax * lsig) * lognoise(rng, n, 0.05 * nz), cap - 1)
+    obs["completion_len_max"] = np.round(np.where(trunc_obs > 0, float(cap), np.maximum(mx, obs["completion_len_p95"] * 0.999)))
+    obs["completion_len_mean"] = np.minimum(obs["completion_len_mean"], obs["completion_len_max"])
+    obs["truncation_rate"] = trunc_obs
+    obs["max_len_hit_frac"] = trunc_obs
+    obs["eos_rate"] = np.clip(1 - trunc_obs - np.abs(rng.normal(0, 0.002, n)), 0, 1)
+    obs["repetition_rate"] = np.clip(L["rep"] * lognoise(rng, n, 0.12 * nz), 0, 1)
+
+    # --- rewards ----------------------------------------------------------------------------
+    # a truncated completion earns nothing, unless it wrote its answer before the cap ("trunc_pays")
+    lost = trunc_exp * (1 - L["trunc_pays"]) if "trunc_pays" in L else trunc_exp
+    acc = np.clip(L["acc"] * (1 - lost), 1e-6, 1 - 1e-6)
+    kap = np.maximum(L["kappa"], 0.01)
+    fmt = np.clip(L["fmt"] * (1 - lost), 0, 1)
+    if P.get("explicit_groups"):
+        components = _rewards_explicit(ctx, obs, acc, kap, fmt)
+    else:
+        components = _rewards_analytic(ctx, obs, trunc_exp, acc, kap, fmt, zmax)
 
     # --- policy -----------------------------------------------------------------------------
     obs["entropy_mean"] = L["H"] * lognoise(rng, n, P["sigH"] * nz)

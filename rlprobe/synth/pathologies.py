@@ -1,9 +1,16 @@
-"""The 18 failure signatures as edits of a healthy run's latent dynamics.
+"""The 19 failure signatures as edits of a healthy run's latent dynamics.
 
 Each signature has ``prepare`` (run-level knobs it needs: algorithm, reward template, fields it
 must log) and ``apply`` (draws a random onset, transition width, magnitude and variant, then
 edits the latents with the correlated symptoms the real failure shows). Onsets are uniform in
-about 20-70% of the run but at least ~15 steps in and with room for the symptom afterwards.
+about 20-70% of the run but at least ~15 steps in and with room for the symptom afterwards
+(with the option onset=early: in the first 8-20% of the run).
+
+The variants in ``EXTRA_VARIANTS`` (dead from the first step, episodes that end, a diverging
+loss, a length bias present from step 1) are made only when asked for, by their own prepare
+and apply (``VARIANT_SPECS``), so the default draw of every seed is what it always was. Their
+onset is where the failure first holds in the latents (not where a ramp starts), and an episode
+that ends says where (``ctx.holds``, ``ctx.episode_end``).
 """
 
 from __future__ import annotations
@@ -14,16 +21,20 @@ from typing import Any, Callable
 import numpy as np
 
 from rlprobe.synth._numeric import after, beta_moment, lognoise, norm_ppf, ramp
-from rlprobe.synth.catalog import PATHOLOGY_FIELDS
-from rlprobe.synth.model import Ctx, pick_cap, set_algorithm
+from rlprobe.synth.catalog import EXTRA_VARIANTS, PATHOLOGY_FIELDS
+from rlprobe.synth.model import GROUP_FIELDS, Ctx, length_stats, pick_cap, set_algorithm
 
 
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
 def draw_onset(ctx: Ctx, lo: float = 0.2, hi: float = 0.7) -> int:
-    """A random onset index: uniform in [lo, hi] of the run, >= ~15 steps in, room left after."""
+    """A random onset index: uniform in [lo, hi] of the run, >= ~15 steps in, room left after (onset=early: 8-20%)."""
     n = ctx.n
+    if ctx.opts is not None and ctx.opts.onset == "early":  # the first 8-20% of the run, however short
+        o = max(3, min(int(round(ctx.u(0.08, 0.2) * n)), n - max(8, int(0.2 * n))))
+        ctx.onset = o
+        return o
     o = int(round(ctx.u(lo, hi) * n))
     o = max(o, min(15, n // 3))
     o = min(o, n - max(8, int(0.2 * n)))
@@ -314,6 +325,7 @@ def grad_pathology(ctx: Ctx) -> None:
         L["g"] = L["g"] * (1 + ctx.u(0.5, 4.0) * ramp(n, o, width(ctx, 3.0, 30.0, 0.3)))
         L["acc"] = L["acc"] * (1 - ctx.u(0.0, 0.3) * ramp(n, o, max(3.0, 0.5 * (n - o))))
         ctx.magnitude = p1
+        ctx.holds_rule = "any"  # a NaN step makes its window's loss NaN and its nan_count non-zero
         ctx.info.update(nan_rate_start=p0, nan_rate_end=p1, nan_steps=int(mask.sum()))
 
         def post(ctx: Ctx, obs: dict[str, np.ndarray], extra: dict[str, np.ndarray]) -> None:
@@ -333,10 +345,17 @@ def grad_pathology(ctx: Ctx) -> None:
         ctx.post.append(post)
     elif ctx.variant == "spikes":
         rate, M = ctx.u(0.03, 0.15), ctx.lu(15.0, 200.0)
-        mask = (rng.random(n) < rate) & (idx >= o)
+        # grad_norm is one step's value: a spike a sparse log never samples is not in the data,
+        # so spikes fall on logged steps (every step of a dense log is one)
+        seen = np.zeros(n, dtype=bool)
+        seen[ctx.logged_idx] = True
+        o = ctx.onset = int(ctx.logged_idx[np.searchsorted(ctx.logged_idx, o)]) if not seen[o] else o
+        mask = (rng.random(n) < rate) & (idx >= o) & seen
         mask[o] = True
         if mask.sum() < 3:  # repeated, not a one-off: at least three spikes
-            mask[rng.choice(np.arange(o + 1, n), size=min(2, n - o - 1), replace=False)] = True
+            later = ctx.logged_idx[ctx.logged_idx > o]
+            mask[rng.choice(later, size=min(2, len(later)), replace=False)] = True
+        ctx.holds_rule = "sampled"
         size = M * lognoise(rng, n, 0.5)
         # each spike knocks the policy a little: KL ratchets up, entropy takes a random walk
         kicks = np.cumsum(np.where(mask, rng.uniform(0.5, 1.5, n), 0.0))
@@ -613,6 +632,330 @@ def reward_collapse(ctx: Ctx) -> None:
     ctx.info.update(reward_drop=D, recovery=rec, transition_steps=w)
 
 
+def _completion_prep(ctx: Ctx) -> None:
+    P = ctx.P
+    P["template"] = ctx.choice(["binary", "format"])
+    ctx.variant = ctx.choice(["bare_answer", "bare_answer_easy", "empty"], p=[0.45, 0.3, 0.25])
+    if ctx.variant == "bare_answer_easy":  # a task easy enough that a bare answer is still right
+        P.update(acc0=ctx.u(0.65, 0.85), kappa0=ctx.lu(0.8, 4.0))
+        P["acc_ceil"] = min(0.97, P["acc0"] + ctx.u(0.03, 0.12))
+    P["min_len"] = 0  # samples may be empty
+
+
+def completion_collapse(ctx: Ctx) -> None:
+    """Completions shrink to a few tokens within a few steps: the policy drops its reasoning.
+
+    It emits a bare answer (on a hard task more of them are wrong, so reward and group variance
+    fall; on an easy one reward holds while groups turn all-correct) or nothing at all (reward
+    to its floor). Entropy falls (a bare answer is near-deterministic) and KL rises: the policy
+    has moved far from the reference. The onset is the first step whose median length is half
+    its level when the shrinking began; it can come early (a collapse in the first 12 of 261
+    steps is seen in real runs).
+    """
+    L, n, S = ctx.L, ctx.n, ctx.S
+    early = ctx.opts is not None and ctx.opts.onset == "early"
+    o = max(3, int(round(ctx.u(0.03, 0.15 if early else 0.7) * n)))
+    o = min(o, n - max(8, int(0.2 * n)))
+    ctx.onset = o
+    before = float(np.median(L["lmed"][max(0, o - 10) : o + 1]))
+    T = ctx.lu(0.6, 2.0) if ctx.variant == "empty" else ctx.lu(2.0, 12.0)
+    w = width(ctx, 2.0, 15.0, 0.3)
+    s = ramp(n, o, w, "fast")
+    L["lmed"] = geo(L["lmed"], T, s)
+    L["lsig"] = L["lsig"] * (1 - ctx.u(0.3, 0.6) * s)
+    if ctx.variant == "bare_answer":
+        L["acc"] = freeze_after(L["acc"], o, 0.1) * (1 - ctx.u(0.4, 0.8) * s)
+        L["kappa"] = L["kappa"] * ctx.u(0.05, 0.3) ** s
+        L["fmt"] = L["fmt"] * (1 - ctx.u(0.0, 0.5) * s)
+    elif ctx.variant == "bare_answer_easy":
+        L["acc"] = freeze_after(L["acc"], o, 0.1) * (1 - ctx.u(0.0, 0.05) * s)
+        L["kappa"] = L["kappa"] * ctx.u(0.05, 0.3) ** s
+    else:
+        L["acc"] = L["acc"] + (ctx.lu(1e-4, 1e-2) - L["acc"]) * s
+        L["fmt"] = L["fmt"] * (1 - 0.995 * s)
+    L["H"] = L["H"] * ctx.u(0.1, 0.5) ** s
+    L["kl"] = L["kl"] * (1 + (ctx.lu(2.0, 10.0) - 1) * s)
+    L["clip"] = L["clip"] * (1 + ctx.u(1.0, 4.0) * _bump(n, o, 2, 6))
+    L["g"] = L["g"] * (1 + ctx.u(0.5, 3.0) * _bump(n, o, 2, 6))
+    L["rep"] = L["rep"] * (1 - 0.8 * s)
+    S["bare"] = s
+    half = np.flatnonzero((np.arange(n) >= o) & (L["lmed"] <= 0.5 * before))
+    ctx.onset = int(half[0]) if half.size else o
+    ctx.magnitude = T / before
+    ctx.info.update(length_before=before, length_after=T, transition_steps=w)
+
+
+# --------------------------------------------------------------------------------------------
+# variants made only when asked for (EXTRA_VARIANTS)
+# --------------------------------------------------------------------------------------------
+def _holds_from(ctx: Ctx, holds: np.ndarray, ended: bool) -> None:
+    """Onset (and end) where the failure first (and last) holds; a fallback that never claims more."""
+    idx = np.flatnonzero(holds)
+    if idx.size == 0:  # cannot happen with the ranges drawn; an honest truth rather than a crash
+        raise RuntimeError("synthetic failure never holds")
+    ctx.onset = int(idx[0])
+    ctx.holds = holds
+    if ended:
+        ctx.episode_end = int(idx[-1])
+
+
+def _dead_prep(ctx: Ctx) -> None:
+    """Dead from the first step: the rollouts carry no learning signal at all.
+
+    Rollouts are drawn one by one (``explicit_groups``) so that "no signal" is exact, as a real
+    log shows it: the reward sits exactly at its floor (0, -1 or an "invalid" -0.1) with zero
+    spread, every group has zero variance, and in GRPO the policy gets a zero gradient, so
+    grad_norm and KL are exactly 0 and entropy only carries sampling noise.
+    """
+    P = ctx.P
+    ctx.variant = "dead_start"
+    ctx.required |= {"reward_mean", "reward_std"}  # the dead state is read off these
+    P["template"] = "binary"
+    P["correct_range"] = ctx.choice([(0.0, 1.0), (0.0, 1.0), (-1.0, 1.0), (-0.1, 1.0)])
+    P["explicit_groups"] = True
+    P["H_decline"] = 1.0  # a policy that gets no gradient does not change
+    P["warmup"] = 0 if ctx.rng.random() < 0.5 else P["warmup"]
+
+
+def _dead_latents(ctx: Ctx) -> None:
+    P, L, n = ctx.P, ctx.L, ctx.n
+    L["acc"] = np.full(n, 1e-9)
+    L["curve"] = np.zeros(n)
+    L["H"] = np.full(n, float(L["H"][0])) * np.exp(0.01 * ctx.sn(0.05))
+    if P["algorithm"] == "grpo":  # zero advantages: no gradient, the policy never leaves the reference
+        for key in ("lmed", "rep"):  # what the policy writes does not drift either; only sampling varies
+            L[key] = np.full(n, float(L[key][0])) * np.exp(0.01 * ctx.sn(0.05))
+        L["g"] = np.zeros(n)
+        L["kl"] = np.zeros(n)
+        L["clip"] = np.full(n, 1e-6)
+        L["rbias"] = np.zeros(n)
+
+        def post(ctx: Ctx, obs: dict[str, np.ndarray], extra: dict[str, np.ndarray]) -> None:
+            obs["clip_fraction"] = np.zeros(n)
+            obs["ratio_mean"] = np.ones(n)
+            obs["ratio_p95"] = np.ones(n)
+            obs["kl_max"] = np.zeros(n)
+
+        ctx.post.append(post)
+    _holds_from(ctx, np.ones(n, dtype=bool), ended=False)
+    lo = P["correct_range"][0]
+    ctx.info.update(reward_floor=P["components"]["correct"][1] * lo, start="dead")
+
+
+def truncation_dead_start(ctx: Ctx) -> None:
+    """Every completion runs to a small length cap from step 1 (no EOS ever), so every reward is the floor."""
+    P, L, n = ctx.P, ctx.L, ctx.n
+    P["cap"] = int(ctx.choice([64, 128, 256, 512, 1024]))
+    L["lmed"] = np.full(n, P["cap"] * ctx.u(15.0, 40.0))
+    L["lsig"] = np.full(n, ctx.u(0.15, 0.3))
+    _dead_latents(ctx)
+    ctx.magnitude = 1.0
+    ctx.fit = ("TRUNCATION_STARVE", "REWARD_STD_DEATH", "ADV_COLLAPSE") + (("DEGENERATE_GROUPS",) if P["algorithm"] == "grpo" else ())
+    cap = P["cap"]
+
+    def post(ctx: Ctx, obs: dict[str, np.ndarray], extra: dict[str, np.ndarray]) -> None:
+        for f in ("completion_len_mean", "completion_len_p95", "completion_len_max"):
+            obs[f] = np.full(n, float(cap))  # all at the cap: mean, p95 and max are the cap exactly
+        obs["eos_rate"] = np.zeros(n)
+
+    ctx.post.append(post)
+    ctx.info.update(cap=cap)
+
+
+def reward_std_dead_start(ctx: Ctx) -> None:
+    """Reward pinned at its floor with zero spread from step 1 (a broken verifier, a wrong answer format)."""
+    P, n, S = ctx.P, ctx.n, ctx.S
+    _dead_latents(ctx)
+    S["garbage"] = np.full(n, ctx.u(0.3, 0.9))
+    ctx.magnitude = 0.0
+    ctx.fit = ("REWARD_STD_DEATH", "ADV_COLLAPSE") + (("DEGENERATE_GROUPS",) if P["algorithm"] == "grpo" else ())
+
+
+def _degenerate_dead_prep(ctx: Ctx) -> None:
+    set_algorithm(ctx, "grpo")
+    _dead_prep(ctx)
+    ctx.required |= set(GROUP_FIELDS)
+    if ctx.rng.random() < 0.5:  # a format part that is all-or-nothing per prompt
+        ctx.P.update(template="format", fmt_kappa=0.0, fmt0=ctx.u(0.2, 0.8))
+        ctx.P["fmt_ceil"] = ctx.P["fmt0"]
+
+
+def degenerate_dead_start(ctx: Ctx) -> None:
+    """Every group all-wrong from step 1: no group has any variance, so no prompt gives a gradient.
+
+    With a format part that each prompt's rollouts all meet or all miss, the batch reward sits
+    above the floor and a batch-level reward_std is not zero, yet every group is degenerate.
+    """
+    P, L, n = ctx.P, ctx.L, ctx.n
+    _dead_latents(ctx)
+    if P["template"] == "format":
+        L["fmt"] = np.full(n, P["fmt0"]) * np.exp(0.05 * ctx.sn(0.05))
+    ctx.magnitude = 1.0
+    ctx.fit = ("DEGENERATE_GROUPS", "ADV_COLLAPSE")
+
+    def post(ctx: Ctx, obs: dict[str, np.ndarray], extra: dict[str, np.ndarray]) -> None:
+        if np.all(obs["reward_std"] == 0):  # the spread a reader sees is zero too
+            ctx.fit = ctx.fit + ("REWARD_STD_DEATH",)
+
+    ctx.post.append(post)
+
+
+def truncation_transient(ctx: Ctx) -> None:
+    """An entropy rise, then a 30-70-step episode at the cap that the run gets out of by itself.
+
+    Many truncated completions have written their answer before the cap (``trunc_pays``), so
+    reward dips rather than collapses. The episode holds where the expected truncated share is
+    at least a half; onset and end_step are its first and last such steps.
+    """
+    P, L, n = ctx.P, ctx.L, ctx.n
+    o = draw_onset(ctx, 0.3, 0.6)
+    E = float(np.clip(ctx.u(30.0, 70.0), 8.0, 0.35 * n))
+    lead = float(np.clip(ctx.u(10.0, 30.0), 3.0, 0.1 * n))
+    T = ctx.u(0.9, 0.995)
+    w_in, w_out = ctx.lu(2.0, 8.0), ctx.lu(3.0, 10.0)
+    episode = ramp(n, o, w_in, "smooth") * (1 - ramp(n, o + E, w_out, "smooth"))
+    l_target = math.exp(math.log(P["cap"]) - P["lsig"] * float(norm_ppf(1 - T)))
+    after_fac = ctx.u(0.5, 1.0) ** ramp(n, o + E, w_out, "smooth")
+    L["lmed"] = geo(L["lmed"], np.maximum(l_target, L["lmed"]), episode) * after_fac
+    F = ctx.u(2.0, 4.0)
+    h_bump = ramp(n, o - lead, ctx.lu(4.0, 12.0), "smooth") * (1 - ramp(n, o, ctx.lu(8.0, 20.0), "smooth"))
+    L["H"] = L["H"] * (1 + (F - 1) * h_bump) * ctx.u(0.3, 0.7) ** ramp(n, o + E, w_out * 2, "smooth")
+    L["trunc_pays"] = np.full(n, ctx.u(0.3, 0.9))
+    L["rep"] = L["rep"] * (1 + ctx.u(0.0, 0.3) * episode)
+    trunc, _ = length_stats(L["lmed"], L["lsig"], P["cap"])
+    _holds_from(ctx, trunc >= 0.5, ended=True)
+    ctx.variant = "transient"
+    ctx.magnitude = T
+    ctx.fit = ("TRUNCATION_STARVE", "ENTROPY_BLOWUP")
+    ctx.info.update(truncation_peak=T, episode_steps=E, entropy_rise=F, entropy_lead_steps=lead, cap=P["cap"],
+                    answer_before_cap=float(L["trunc_pays"][0]))
+
+
+def truncation_answers_before_cap(ctx: Ctx) -> None:
+    """Nearly every completion runs to the cap and stays there, yet reward holds.
+
+    The policy stops emitting EOS but has written its answer before the cap (``trunc_pays``
+    0.75-0.95), so the grader still pays: a truncation failure without reward starvation (the
+    compute is wasted and the run is one step from starving). The onset is the first step
+    where at least half of the completions are expected at the cap.
+    """
+    L, n, P = ctx.L, ctx.n, ctx.P
+    o = draw_onset(ctx, 0.3, 0.8)
+    T = ctx.u(0.9, 0.999)
+    w = width(ctx, 2.0, 30.0, 0.3)
+    s = ramp(n, o, w, "smooth")
+    l_target = math.exp(math.log(P["cap"]) - P["lsig"] * float(norm_ppf(1 - T)))
+    L["lmed"] = geo(L["lmed"], np.maximum(l_target, L["lmed"]), s)
+    L["trunc_pays"] = np.full(n, ctx.u(0.75, 0.95))
+    L["H"] = L["H"] * (1 - ctx.u(0.0, 0.5) * s)
+    trunc, _ = length_stats(L["lmed"], L["lsig"], P["cap"])
+    _holds_from(ctx, (np.arange(n) >= o) & (trunc >= 0.5), ended=False)
+    ctx.variant = "answers_before_cap"
+    ctx.magnitude = T
+    ctx.info.update(truncation_target=T, transition_steps=w, cap=P["cap"], answer_before_cap=float(L["trunc_pays"][0]))
+
+
+def entropy_blowup_transient(ctx: Ctx) -> None:
+    """Entropy jumps 3-10x for 5-30 steps (soup to the cap, reward near 0), then the run recovers.
+
+    The episode holds where entropy is at least twice its level at the onset; KL stays somewhat
+    above its old course afterwards (the policy did move).
+    """
+    L, n, S, P = ctx.L, ctx.n, ctx.S, ctx.P
+    o = draw_onset(ctx)
+    h_o = float(L["H"][o])
+    F = max(ctx.u(3.0, 10.0), 2.5 * early_mean(L["H"], n) / h_o)
+    # at least two logging windows long: a shorter episode is not in a sparse log's data at all
+    D = float(np.clip(ctx.lu(5.0, 30.0), max(3.0, 2.0 * ctx.stride), max(0.25 * n, 2.0 * ctx.stride)))
+    w_in, w_out = ctx.lu(1.0, 4.0), ctx.lu(3.0, 10.0)
+    bump = ramp(n, o, w_in, "smooth") * (1 - ramp(n, o + w_in + D, w_out, "smooth"))
+    lag = ctx.u(0.0, 3.0)
+    bump2 = ramp(n, o + lag, w_in, "smooth") * (1 - ramp(n, o + lag + w_in + D, w_out, "smooth"))
+    L["H"] = np.minimum(L["H"] + (h_o * F - L["H"]) * bump, 11.5)
+    L["lmed"] = geo(L["lmed"], P["cap"] * ctx.u(1.5, 3.0), bump2)
+    L["acc"] = L["acc"] * (1 - ctx.u(0.9, 0.99) * bump2)
+    L["fmt"] = L["fmt"] * (1 - ctx.u(0.8, 0.98) * bump2)
+    K = ctx.lu(10.0, 100.0)
+    L["kl"] = L["kl"] * (1 + (K - 1) * bump) * (1 + ctx.u(0.2, 2.0) * ramp(n, o, w_in + D, "smooth"))
+    L["klr"] = L["klr"] * (1 + bump)
+    L["clip"] = L["clip"] * (1 + ctx.u(2.0, 8.0) * bump)
+    L["g"] = L["g"] * (1 + ctx.u(3.0, 20.0) * _bump(n, o, 2, 4))
+    L["mism"] = L["mism"] * (1 + ctx.u(5.0, 20.0) * bump)
+    L["rep"] = L["rep"] * (1 - 0.7 * bump)
+    S["soup"] = bump
+    _holds_from(ctx, (np.arange(n) >= o) & (L["H"] >= 2.0 * h_o), ended=True)
+    ctx.variant = "transient"
+    ctx.magnitude = F
+    ctx.info.update(entropy_factor=F, episode_steps=D, kl_factor=K)
+
+
+def loss_divergence(ctx: Ctx) -> None:
+    """The loss runs away from ~0.02 to 1e3-1e8 within 2-40 steps; reward then falls.
+
+    The first diverged step is already 20-200x the loss's normal scale, so the onset is where a
+    reader sees it. grad_norm is either clipped (a loop that logs the clipped norm), flat, or
+    rising: a loss explosion need not show in the gradient norm a run logs.
+    """
+    L, n, P, rng = ctx.L, ctx.n, ctx.P, ctx.rng
+    o = draw_onset(ctx)
+    ctx.variant = "loss_divergence"
+    start = ctx.u(20.0, 200.0) * P["loss_sd"]
+    final = 10.0 ** ctx.u(3.0, 8.0)
+    W = width(ctx, 2.0, 40.0, 0.4)
+    grad_shape = ctx.choice(["clipped", "flat", "rising"], p=[0.4, 0.3, 0.3])
+    s = ramp(n, o, W, "linear")
+    level = np.exp(math.log(start) + (math.log(final) - math.log(start)) * s) * lognoise(rng, n, 0.3)
+    if grad_shape == "rising":
+        L["g"] = L["g"] * (1 + (ctx.lu(10.0, 100.0) - 1) * s)
+    L["acc"] = L["acc"] * (1 - ctx.u(0.3, 0.9) * ramp(n, o + ctx.u(1.0, 5.0), max(3.0, W), "smooth"))
+    L["H"] = L["H"] * (1 + ctx.u(0.5, 3.0) * s)
+    L["kl"] = L["kl"] * (1 + ctx.u(1.0, 10.0) * s)
+    ctx.magnitude = final
+    ctx.info.update(loss_start=start, loss_final=final, transition_steps=W, grad_shape=grad_shape)
+    tail = np.arange(n) >= o
+
+    def post(ctx: Ctx, obs: dict[str, np.ndarray], extra: dict[str, np.ndarray]) -> None:
+        obs["loss"] = np.where(tail, level, obs["loss"])
+        if grad_shape == "clipped":
+            cap = float(P["max_grad_norm"])
+            obs["grad_norm"] = np.where(tail, cap, obs["grad_norm"])
+            obs["grad_norm_post_clip"] = np.minimum(obs["grad_norm"], cap)
+
+    ctx.post.append(post)
+
+
+def reward_hack_bias_from_start(ctx: Ctx) -> None:
+    """REWARD_HACK_LENGTH whose judge favours length from step 1; the policy exploits it later.
+
+    Within each step's samples, longer completions earn more from the first step on (the
+    reward model's bias), but mean length only starts to grow at the exploitation. The onset is
+    the first step whose median length is 15% above its level when the growth began.
+    """
+    L, n = ctx.L, ctx.n
+    reward_hack_length(ctx)
+    o = ctx.onset
+    corr = ctx.u(0.2, 0.35)
+    L["sample_corr_len"] = np.full(n, corr)
+    grown = np.flatnonzero((np.arange(n) >= o) & (L["lmed"] >= 1.15 * float(L["lmed"][o])))
+    ctx.info.update(correctness=ctx.variant, exploitation_start=o + 1, length_bias_corr=corr)
+    ctx.variant = "bias_from_start"
+    ctx.onset = int(grown[0]) if grown.size else o
+
+
+# variant -> (prepare, apply, forced algorithm or None), per signature
+VARIANT_SPECS: dict[str, dict[str, tuple[Callable[[Ctx], None], Callable[[Ctx], None], str | None]]] = {
+    "TRUNCATION_STARVE": {"dead_start": (_dead_prep, truncation_dead_start, None), "transient": (lambda ctx: None, truncation_transient, None),
+                          "answers_before_cap": (lambda ctx: None, truncation_answers_before_cap, None)},
+    "REWARD_STD_DEATH": {"dead_start": (_dead_prep, reward_std_dead_start, None)},
+    "DEGENERATE_GROUPS": {"dead_start": (_degenerate_dead_prep, degenerate_dead_start, "grpo")},
+    "ENTROPY_BLOWUP": {"transient": (lambda ctx: None, entropy_blowup_transient, None)},
+    "GRAD_PATHOLOGY": {"loss_divergence": (lambda ctx: None, loss_divergence, None)},
+    "REWARD_HACK_LENGTH": {"bias_from_start": (_hack_prep, reward_hack_bias_from_start, None)},
+}
+assert {k: set(v) for k, v in VARIANT_SPECS.items()} == {k: set(v) for k, v in EXTRA_VARIANTS.items()}
+
+
+
 def _noop(ctx: Ctx) -> None:
     """Nothing to prepare."""
     return None
@@ -638,16 +981,22 @@ SPECS: dict[str, tuple[Callable[[Ctx], None], Callable[[Ctx], None], str | None]
     "STALE_ROLLOUTS": (_stale_prep, stale_rollouts, None),
     "TRAIN_INFERENCE_MISMATCH": (_mismatch_prep, train_inference_mismatch, None),
     "REWARD_COLLAPSE": (_collapse_prep, reward_collapse, None),
+    "COMPLETION_COLLAPSE": (_completion_prep, completion_collapse, None),
 }
 
 
-def prepare(ctx: Ctx, sig: str) -> None:
+def spec(sig: str, variant: str | None) -> tuple[Callable[[Ctx], None], Callable[[Ctx], None], str | None]:
+    """(prepare, apply, forced algorithm) of a signature, or of one of its variants made on request."""
+    return VARIANT_SPECS[sig][variant] if variant else SPECS[sig]
+
+
+def prepare(ctx: Ctx, sig: str, variant: str | None = None) -> None:
     """Run-level knobs and required fields of a signature (before the baseline is built)."""
     ctx.required |= set(PATHOLOGY_FIELDS[sig])
-    SPECS[sig][0](ctx)
+    spec(sig, variant)[0](ctx)
 
 
-def apply(ctx: Ctx, sig: str) -> dict[str, Any]:
+def apply(ctx: Ctx, sig: str, variant: str | None = None) -> dict[str, Any]:
     """Edit the healthy latents into the signature's failure."""
-    SPECS[sig][1](ctx)
+    spec(sig, variant)[1](ctx)
     return ctx.info

@@ -3,7 +3,8 @@
 Everything is built from templates with Python's ``random.Random`` (fast scalar draws), so a
 sample costs tens of microseconds. Completions come in styles that mirror what a failing run
 writes: ``normal`` reasoning, ``padded`` (length hacking), ``loop`` (repetition spirals),
-``soup`` (entropy blow-up), ``format_only`` (format gaming), ``garbage`` (collapsed policy).
+``soup`` (entropy blow-up), ``format_only`` (format gaming), ``garbage`` (collapsed policy),
+``bare`` (completion collapse: a bare answer, or nothing).
 Length is steered in tokens (about 4 characters per token for English text).
 """
 
@@ -300,6 +301,17 @@ def completion_text(
         if answer_format == "boxed":
             return f"{body}\n$\\boxed{{{result}}}$".lstrip()
         return f"{body}\n#### {result}".lstrip()
+    if style == "bare":
+        # the reasoning is gone: the answer alone (in the asked-for format if formatted), or nothing
+        if n_tokens <= 0:
+            return ""
+        if n_tokens <= 2 or not formatted:
+            return str(result)
+        if answer_format == "think_answer":
+            return f"<answer>{result}</answer>"
+        if answer_format == "boxed":
+            return f"$\\boxed{{{result}}}$"
+        return f"#### {result}"
     if style == "garbage":
         kind = r.random()
         if kind < 0.4:

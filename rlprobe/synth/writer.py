@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from rlprobe.record import Recorder, SamplingConfig
+from rlprobe.synth.options import Options
 from rlprobe.synth.run import Truth, make_run
 
 TRUTH_FILE = "synth_truth.json"
@@ -23,6 +24,7 @@ def _step_rows(run: Any) -> list[dict[str, Any]]:
         mask = run.masks.get(name)
         cols.append((name, arr.tolist(), mask))
     comps = [(name, arr.tolist()) for name, arr in run.components.items()]
+    comps_mask = run.masks.get("reward_components")
     extra = [(name, arr.tolist()) for name, arr in run.extra.items()]
     klp = run.kl_positional
     klp_mask = run.masks.get("kl_positional")
@@ -32,7 +34,7 @@ def _step_rows(run: Any) -> list[dict[str, Any]]:
         for name, values, mask in cols:
             if mask is None or mask[i]:
                 row[name] = values[i]
-        if comps:
+        if comps and (comps_mask is None or comps_mask[i]):
             row["reward_components"] = {name: values[i] for name, values in comps}
         if extra:
             row["extra"] = {name: values[i] for name, values in extra}
@@ -51,20 +53,27 @@ def write_run(
     noise: float | None = None,
     samples_every: int = 1,
     group_size: int = 8,
+    variant: str | None = None,
+    options: Options | Mapping[str, Any] | Iterable[str] | None = None,
 ) -> Truth:
-    """Record a synthetic run into run_dir (through the Recorder) and write synth_truth.json."""
+    """Record a synthetic run into run_dir (through the Recorder) and write synth_truth.json.
+
+    Only the logged steps are recorded (a sparse log: every logging_steps-th); events between
+    two logged steps are written with their own step.
+    """
     path = Path(run_dir)
     if (path / "manifest.json").exists():
         raise FileExistsError(f"{path} already holds a recording; synth writes into a new directory only")
     if samples_every < 0:
         raise ValueError(f"samples_every must be >= 0 (0 = no samples), got {samples_every}")
-    run = make_run(kind, n_steps=n_steps, seed=seed, algorithm=algorithm, noise=noise, group_size=group_size)
+    run = make_run(kind, n_steps=n_steps, seed=seed, algorithm=algorithm, noise=noise, group_size=group_size,
+                   variant=variant, options=options)
     truth = run.truth
     rows = _step_rows(run)
     events: dict[int, list[tuple[str, str, dict[str, Any]]]] = {}
     for kind_, step, message, data in run.events:
         events.setdefault(step, []).append((kind_, message, data))
-    n = len(run.steps)
+    n = truth.n_steps
     rec = Recorder(
         path,
         algorithm=truth.algorithm,
@@ -79,12 +88,15 @@ def write_run(
     )
     try:
         rec.log_event("train_begin", step=0, message=f"{truth.algorithm} training of {run.model_name}", max_steps=n)
+        previous = 0
         for i, step in enumerate(run.steps.tolist()):
             rec.log_step(step, **rows[i])
             if samples_every and step % samples_every == 0:
                 rec.log_samples(step, run.samples(step))
-            for kind_, message, data in events.get(step, ()):
-                rec.log_event(kind_, step=step, message=message, **data)
+            for at in range(previous + 1, step + 1):
+                for kind_, message, data in events.get(at, ()):
+                    rec.log_event(kind_, step=at, message=message, **data)
+            previous = step
         rec.log_event("train_end", step=n, message="training finished")
     finally:
         rec.close()

@@ -1,3 +1,3 @@
-"""The built-in catalog. Importing this package registers every detector."""
+"""The built-in detectors, one function per catalog signature. Importing this package binds them."""
 
 from rlprobe.doctor.detectors import generation, optimization, policy, reward  # noqa: F401

@@ -3,66 +3,30 @@
 TRUNCATION_STARVE, REPETITION_SPIRAL and THROUGHPUT_ROT. See docs/signatures/ for the mechanics
 of each. Truncation and length growth are also downstream symptoms of other failures (an
 entropy blow-up turns completions into token soup that runs to the cap; a repetition loop runs
-until the cap stops it), so these detectors check for those root causes and step back to info
-when one explains what they see.
+until the cap stops it): the catalog declares those links and the engine ranks a symptom under
+its cause (rlprobe.doctor.causes), so nothing here looks at another signature.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 from typing import Any
 
 import numpy as np
 
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
-from rlprobe.doctor.detectors._common import Episode, baseline_end, confidence, find_episode, sustain_points
-from rlprobe.doctor.detectors.policy import detector_with_check, entropy_blowup_episode, finite_or, refine_onset, safe_finding
+from rlprobe.doctor.episodes import (
+    Episode, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points,
+)
 from rlprobe.doctor.findings import Finding
-from rlprobe.doctor.registry import DETECTORS, detector
-from rlprobe.doctor.stats import mann_kendall
+from rlprobe.doctor.registry import detects
+from rlprobe.doctor.series import at_step, level_at_index, series_features
+from rlprobe.doctor.stats import bounded_noise, finite_or, level_shifts, mann_kendall, nanmedian, refine_onset, trailing_median
 
 
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
-def _level(feat: MetricFeatures | None, lo: int | None = None, hi: int | None = None) -> float:
-    """Median of the smoothed series over [lo, hi) (the whole series by default)."""
-    if feat is None or not len(feat):
-        return float("nan")
-    seg = np.asarray(feat.smooth[lo:hi], dtype=float)
-    seg = seg[np.isfinite(seg)]
-    return float(np.median(seg)) if len(seg) else float("nan")
-
-
-def _at_step(feat: MetricFeatures, step: int) -> int:
-    return int(max(0, np.searchsorted(feat.step, step, side="right") - 1))
-
-
-def _trailing_median(x: np.ndarray, k: int = 5) -> np.ndarray:
-    """Trailing k-point median ignoring NaN (NaN where the window has no finite value)."""
-    x = np.asarray(x, dtype=float)
-    out = np.full(len(x), np.nan)
-    for i in range(len(x)):
-        w = x[max(0, i - k + 1) : i + 1]
-        w = w[np.isfinite(w)]
-        if len(w):
-            out[i] = np.median(w)
-    return out
-
-
-def _series_features(metric: str, step: np.ndarray, step_hi: np.ndarray, value: np.ndarray) -> MetricFeatures:
-    """A MetricFeatures over a series computed here (baseline/z columns unused, left at 0)."""
-    n = len(step)
-    zeros = np.zeros(n)
-    ints = np.zeros(n, dtype=np.int64)
-    smooth = _trailing_median(value)
-    return MetricFeatures(
-        metric=metric, step=np.asarray(step, dtype=np.int64), step_hi=np.asarray(step_hi, dtype=np.int64), value=value,
-        vmin=value, vmax=value, n_nonfinite=ints, smooth=smooth, b_median=float("nan"), scale=float("nan"),
-        ratio=zeros, z=zeros, z_raw=zeros, cusum_up=zeros, cusum_down=zeros, sustained_up=ints, sustained_down=ints,
-    )
-
-
 def _early(x: np.ndarray) -> np.ndarray:
     """The baseline window of a series (first 5% skipped, next 15%, at least 8 points)."""
     n = len(x)
@@ -83,135 +47,154 @@ def _text_repetition(ctx: DetectorContext) -> dict[str, np.ndarray] | None:
     return {name: np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=float) for name in table.column_names}
 
 
-@dataclass(frozen=True)
-class RepetitionRise:
-    """Where repetition rose (REPETITION_SPIRAL's own test), in steps."""
-
-    first_step: int
-    last_step: int
-    peak: float
-    source: str
-
-
-def repetition_rise(ctx: DetectorContext) -> RepetitionRise | None:
-    """REPETITION_SPIRAL's test with its default parameters (without the severity details)."""
-    found = _repetition_episode(ctx, DETECTORS["REPETITION_SPIRAL"].params)
-    if found is None:
-        return None
-    episode, feat, level, source, _ = found
-    first, last = episode.steps(feat)
-    return RepetitionRise(first, last, float(np.nanmax(level[episode.start : episode.end + 1])), source)
-
-
 # ---------------------------------------------------------------------------------------------
 # TRUNCATION_STARVE
 # ---------------------------------------------------------------------------------------------
-def _truncation(ctx: DetectorContext) -> tuple[MetricFeatures, np.ndarray, float, str] | None:
-    """The truncated share per bin: max_len_hit_frac, else truncation_rate, else 1 - eos_rate."""
+def _truncation(ctx: DetectorContext) -> tuple[MetricFeatures, np.ndarray, str] | None:
+    """The truncated share per bin as logged: max_len_hit_frac, else truncation_rate, else 1 - eos_rate."""
     for metric, invert in (("max_len_hit_frac", False), ("truncation_rate", False), ("eos_rate", True)):
         feat = ctx.features(metric)
-        if feat is not None and len(feat) >= 10:
-            smooth = finite_or(feat.smooth, np.nan)
-            frac = 1.0 - smooth if invert else smooth
-            base = 1.0 - feat.b_median if invert else feat.b_median
-            return feat, np.clip(finite_or(frac, 0.0), 0.0, 1.0), float(base), metric
+        if feat is not None and len(feat) >= 3:
+            value = np.asarray(feat.value, dtype=float)
+            frac = 1.0 - value if invert else value
+            return feat, np.clip(frac, 0.0, 1.0), metric
     return None
 
 
-@detector(
-    "TRUNCATION_STARVE",
-    "Completions keep hitting the length cap",
-    needs_any=("max_len_hit_frac", "truncation_rate", "eos_rate"),
-    frac_warn=0.1,
-    frac_critical=0.25,
-    sustain_frac=0.03,
-    cause_window_frac=0.05,
-)
+def _values_between(feat: MetricFeatures | None, lo_step: int, hi_step: int) -> np.ndarray:
+    if feat is None:
+        return np.array([])
+    sel = (feat.step >= lo_step) & (feat.step <= hi_step)
+    v = np.asarray(feat.value, dtype=float)[sel]
+    return v[np.isfinite(v)]
+
+
+@detects("TRUNCATION_STARVE")
 def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Completions keep hitting the length cap instead of ending.
 
     A completion cut at max_completion_length never reaches its answer: verifiable rewards
     score it as wrong (or a length penalty punishes it), it produces no EOS for the policy to
-    learn to emit, and the rollout compute spent on it is wasted. When a policy drifts
-    towards longer outputs than the cap allows (a reasoning style that needs more room, a
+    learn to emit, and the rollout compute spent on it is wasted. When a policy drifts towards
+    longer outputs than the cap allows (a reasoning style that needs more room, a
     length-rewarding judge, or an instruction to "think step by step" with a small cap), a
     growing share of the batch is truncated, reward drops and GRPO groups fill with identical
-    zero rewards. The test is on absolute shares (healthy runs truncate a few percent at
-    most): the smoothed share of completions that hit the cap (max_len_hit_frac, else
-    truncation_rate, else 1 - eos_rate) at or above frac_warn (0.1) for 3% of the run, critical
-    at frac_critical (0.25). If entropy blew up or repetition spiralled at the same time
-    (within cause_window_frac of the run before the truncation began, or after it), the
-    truncation is their symptom and is reported as info.
+    zero rewards. The test is on absolute shares, point by point (healthy runs truncate a few
+    percent): the share of completions that hit the cap (max_len_hit_frac, else
+    truncation_rate, else 1 - eos_rate) at or above frac_warn from the first logged point where
+    it is so, holding on most points of a sustained stretch (3% of the run, at least 3 points);
+    critical once it holds at frac_critical. A run whose completions are (nearly) all cut from
+    its first step to its last, with a reward that never moves, is starved from the start and
+    critical: no rollout ends, so there is nothing to learn from. One that merely starts above
+    frac_warn is how its first policy meets the cap, a warning. An episode that ended (the
+    share fell back below frac_warn) is at most a warning, and says when it ended.
     """
     found = _truncation(ctx)
     if found is None:
         return None
-    feat, frac, base, metric = found
+    feat, frac, metric = found
     n = len(feat)
-    sustain = sustain_points(n, p["sustain_frac"])
-    episode = find_episode(feat, warn=frac >= p["frac_warn"], critical=frac >= p["frac_critical"], sustain=sustain, refine_with=frac)
-    if episode is None:
+    ok = np.isfinite(frac)
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    high = ok & (frac >= p["frac_warn"])
+    hit = held_stretch(high, sustain)
+    if hit is None:
         return None
-    onset = refine_onset(frac, episode.start, baseline_end(n) // 2, episode.start + 2 * sustain)
-    onset = _length_onset(ctx, feat, onset, 8 * sustain, baseline_end(n) // 2)
-    episode = Episode(episode.start, episode.end, episode.severity, onset)
-    first_step, last_step = episode.steps(feat)
-    seg = slice(episode.start, episode.end + 1)
-    peak = float(np.max(frac[seg]))
-    held = float(np.median(frac[seg]))
-    before = slice(max(0, episode.onset - 2 * sustain), max(1, episode.onset))
+    start, end = hit
+    seg = slice(start, end + 1)
+    held = float(np.nanmedian(frac[seg]))
+    peak = float(np.nanmax(frac[seg]))
+    ongoing = still_holds(high, end, sustain)
+    # where the rise began: walk back over the points just before the crossing that already sat
+    # measurably above the early share (3 of its noise units, and half of frac_warn)
+    early = frac[int(0.05 * n) : baseline_end(n)]
+    early = early[np.isfinite(early)]
+    onset = start
+    if len(early) >= 3 and start > 0:
+        e_level = float(np.median(early))
+        e_noise = bounded_noise(early) if len(early) >= 4 else float("nan")
+        line = max(e_level + 3.0 * (e_noise if np.isfinite(e_noise) else 0.0), 0.5 * p["frac_warn"])
+        while onset > 0 and ok[onset - 1] and frac[onset - 1] >= line and frac[onset - 1] > e_level:
+            onset -= 1
+    first_step, last_step = feat.step_at(onset), int(feat.step_hi[end])
+    cross_step = feat.step_at(start)
+    crit = held_stretch(ok & (frac >= p["frac_critical"]), sustain, not_before=start)
+    crit = crit if crit is not None and crit[0] <= end else None
+    before = frac[max(0, onset - 2 * sustain) : onset]
+    before = before[np.isfinite(before)]
+    now = float(np.nanmedian(frac[max(0, n - sustain) :]))
     evidence: dict[str, Any] = {
         "metric": metric,
-        "truncated_share_baseline": base,
-        "truncated_share_before": float(np.median(frac[before])),
+        **({"truncated_share_before": float(np.median(before))} if len(before) else {}),
         "truncated_share_while_high": held,
         "truncated_share_peak": peak,
-        "truncated_share_now": float(frac[-1]),
+        "truncated_share_now": now,
     }
+    from_start = onset <= 1
+    dead = from_start and ongoing and held >= p["dead_frac"] and float(np.nanmin(frac[seg])) >= p["frac_critical"]
+    # what the reward did: the level before the episode and during it, against its own noise
+    reward = ctx.features("reward_mean")
+    r_during = _values_between(reward, first_step, last_step)
+    r_before = _values_between(reward, -2**62, first_step - 1)[-max(3, 2 * sustain):]
+    consequence = ""
+    reward_flat = True
+    if reward is not None and len(r_during) >= 2:
+        r_noise = bounded_noise(np.asarray(reward.value, dtype=float))
+        during = float(np.median(r_during))
+        evidence["reward_mean_while_high"] = during
+        if len(r_before) >= 2 and np.isfinite(r_noise) and r_noise > 0:
+            prior = float(np.median(r_before))
+            evidence["reward_mean_before"] = prior
+            se = 1.25 * r_noise * math.sqrt(1.0 / len(r_before) + 1.0 / len(r_during))
+            if prior - during > 3.0 * se:
+                consequence = f" The reward fell from {prior:.3g} to {during:.3g} while they were cut."
+            elif during - prior > 3.0 * se:
+                consequence = f" The reward still rose ({prior:.3g} -> {during:.3g}): answers evidently come before the cap, but the policy is not learning to stop."
+                reward_flat = False
+            else:
+                consequence = f" The reward held at about {during:.3g}: answers evidently come before the cap, but the policy is not learning to stop."
+        else:
+            spread = float(np.ptp(r_during))
+            rising = np.isfinite(r_noise) and r_noise > 0 and any(
+                sh.z >= 4.0 for sh in level_shifts(np.asarray(reward.value, dtype=float), r_noise, min_size=3))
+            reward_flat = not rising
+            evidence["reward_mean_spread_while_high"] = spread
+            consequence = (f" The reward never moved (about {during:.3g} on every step)." if reward_flat
+                           else f" The reward rose meanwhile (median {during:.3g}): the run learns despite the cap.")
+    severity = "critical" if crit is not None else "warn"
+    if dead and reward_flat:
+        severity = "critical"
+        what = (f"Every completion hits the length cap from the first logged step ({held:.0%} of them, step {first_step} "
+                f"to {last_step}): no rollout ends, so there is nothing to learn from and the run is starved from the start.")
+    else:
+        what = f"{held:.0%} of completions hit the length cap from step {cross_step}"
+        if onset < start:
+            what += f" (rising from step {first_step}, {float(frac[onset]):.0%})"
+        if crit is not None and crit[0] > start:
+            what += f", {float(np.nanmedian(frac[crit[0] : crit[1] + 1])):.0%} from step {feat.step_at(crit[0])}"
+        what += f" (peak {peak:.0%}"
+        if len(before):
+            what += f"; {evidence['truncated_share_before']:.0%} before"
+        what += "): they end without an answer or EOS and their rollout compute is wasted."
+        if from_start:
+            severity = "warn"
+            what += " It was so from the first steps: the cap is too short for the initial policy."
+    if not ongoing:
+        severity = "warn" if severity == "critical" else severity
+        what += f" It lasted to step {last_step}; the share has since fallen to {now:.0%}: the run recovered."
     len_max = ctx.features("completion_len_max")
     if len_max is not None and len(len_max):
         cap = float(np.nanmax(len_max.vmax))
-        lo, hi = _at_step(len_max, first_step), _at_step(len_max, last_step) + 1
+        lo, hi = at_step(len_max, first_step), at_step(len_max, last_step) + 1
         evidence["length_cap_seen"] = cap
         evidence["share_of_steps_at_cap"] = float(np.mean(len_max.vmax[lo:hi] >= 0.999 * cap))
-    for other, key in (("completion_len_mean", "completion_len_mean"), ("reward_mean", "reward_mean")):
-        f = ctx.features(other)
-        if f is not None and len(f):
-            o = _at_step(f, first_step)
-            evidence[f"{key}_before"] = _level(f, max(0, o - 2 * sustain), max(1, o))
-            evidence[f"{key}_while_high"] = _level(f, o, _at_step(f, last_step) + 1)
     sample_share = _sample_truncated_share(ctx, first_step, last_step)
     if sample_share is not None:
         evidence["captured_samples_truncated"] = sample_share
     # a directly measured share, not an inference: past the threshold for long is near-certain
-    conf = confidence(held / p["frac_warn"] - 1.0, 1.0, episode.end - episode.start + 1, sustain, floor=0.5)
-    explanation = (
-        f"{held:.0%} of completions hit the length cap from step {first_step} on (peak {peak:.0%}, "
-        f"{evidence['truncated_share_before']:.0%} before): they end without an answer or EOS, earn little or no reward, "
-        "and their rollout compute is wasted."
-    )
-    # Truncating heavily from the very first steps is how the initial policy meets this cap,
-    # not a failure that developed: worth a warning, never a halt; once the share has fallen
-    # below frac_warn the policy has learned to stop, and it is context only.
-    opening = float(np.median(frac[: max(3, sustain)]))
-    if episode.onset <= sustain and opening >= p["frac_warn"]:
-        now = float(np.median(frac[-max(3, sustain):]))
-        evidence["truncated_share_opening"] = opening
-        if now < p["frac_warn"]:
-            episode = Episode(episode.start, episode.end, "info", episode.onset)
-            conf = min(conf, 0.5)
-            explanation += f" It was so from the first steps and has fallen to {now:.0%}: the policy learned to stop within the cap."
-        elif episode.severity == "critical":
-            episode = Episode(episode.start, episode.end, "warn", episode.onset)
-            explanation += " It was so from the first steps: the cap is too short for the initial policy, rather than a failure that developed."
-    cause = _root_cause(ctx, first_step, int(p["cause_window_frac"] * max(1, ctx.n_steps)))
-    if cause is not None:
-        episode = Episode(episode.start, episode.end, "info", episode.onset)
-        conf = min(conf, 0.5)
-        explanation += f" It follows {cause[1]}: that is the likelier root cause (see {cause[0]})."
-        evidence["root_cause"] = cause[0]
-    return safe_finding(
-        ctx, "TRUNCATION_STARVE", episode, feat, conf, explanation, evidence,
+    conf = confidence(held / p["frac_warn"] - 1.0, 1.0, end - start + 1, sustain, floor=0.5)
+    return make_finding(
+        ctx, "TRUNCATION_STARVE", Episode(start, end, severity, onset), feat, conf, what + consequence, evidence,
         [
             "Raise max_completion_length if the task needs longer reasoning, or lower it deliberately with a length penalty.",
             "Add an overlong penalty or soft length reward (DAPO's overlong reward shaping) so the policy learns to stop.",
@@ -219,34 +202,7 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
             "Read the linked samples: rambling, loops or unfinished reasoning tell which fix applies.",
         ],
         sample_order="truncated DESC NULLS LAST, completion_len DESC NULLS LAST",
-    )
-
-
-def _length_onset(ctx: DetectorContext, feat: MetricFeatures, onset: int, lookback: int, lo: int) -> int:
-    """Move the onset back to where completions started to grow towards the cap.
-
-    Truncation is the tail of the length distribution crossing the cap, so it only shows once
-    the lengths have grown most of the way; completion_len_mean (when logged on the same bins)
-    shows the growth that drives it from its start.
-    """
-    length = ctx.features("completion_len_mean")
-    if length is None or len(length) != len(feat) or not np.array_equal(length.step, feat.step):
-        return onset
-    log_len = np.log(np.maximum(finite_or(length.smooth, np.nan), 1e-9))
-    start = max(lo, onset - lookback)
-    return refine_onset(log_len, onset, start, onset + max(3, lookback // 4))
-
-
-def _root_cause(ctx: DetectorContext, first_step: int, window: int) -> tuple[str, str] | None:
-    """A failure that explains truncation starting at first_step, if one began around then."""
-    window = max(window, 5)
-    blow = entropy_blowup_episode(ctx)
-    if blow is not None and blow.first_step <= first_step + window and blow.last_step >= first_step - window:
-        return "ENTROPY_BLOWUP", f"an entropy blow-up ({blow.peak_ratio:.1f}x its early level from step {blow.first_step})"
-    rep = repetition_rise(ctx)
-    if rep is not None and rep.first_step <= first_step + window and rep.last_step >= first_step - window:
-        return "REPETITION_SPIRAL", f"a repetition spiral (repetition up to {rep.peak:.0%} from step {rep.first_step})"
-    return None
+    ).model_copy(update={"ongoing": ongoing})
 
 
 def _sample_truncated_share(ctx: DetectorContext, lo: int, hi: int) -> float | None:
@@ -262,6 +218,96 @@ def _sample_truncated_share(ctx: DetectorContext, lo: int, hi: int) -> float | N
         return None
     value = table.column("share")[0].as_py()
     return float(value) if value is not None else None
+
+
+# ---------------------------------------------------------------------------------------------
+# COMPLETION_COLLAPSE
+# ---------------------------------------------------------------------------------------------
+@detects("COMPLETION_COLLAPSE")
+def completion_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """Completions shrink to a few tokens: the policy drops its reasoning and emits a bare answer.
+
+    A policy can find that the shortest completion is the safest: an empty or one-token answer
+    avoids the format penalties, the length penalty, the truncation a long chain of thought
+    risks, or (with a per-token loss normaliser) the negative advantage spread over many tokens.
+    Once a few groups reward the short form, GRPO pushes every prompt towards it; within a few
+    dozen steps completions are a handful of tokens, the reasoning that earned the reward is
+    gone, reward and group variance fall with it (on an easy task the reward may hold a while).
+    The test reads completion_len_mean point by point against the highest level its trailing
+    5-point median reached before: at or below ratio_warn (0.3) of that level and at most
+    max_tokens (48) for a sustained stretch (3% of the run, at least 3 points); critical at
+    ratio_critical (0.12), or when the reward fell while it held. A collapse the run came back
+    from is at most a warning, and says when it ended.
+    """
+    feat = ctx.features("completion_len_mean")
+    if feat is None or len(feat) < 8:
+        return None
+    value = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(value)
+    if ok.sum() < 8:
+        return None
+    n = len(value)
+    # the level completions had reached: the running peak of the trailing median (a single long
+    # batch does not set it, a sustained level does)
+    level = trailing_median(np.where(ok, value, np.nan), 5)
+    peak = np.fmax.accumulate(np.where(np.isfinite(level), level, -np.inf))
+    ref = np.concatenate([[np.nan], peak[:-1]])  # the peak before each point, not including it
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(ref > 0, value / ref, np.nan)
+    short = ok & (ratio <= p["ratio_warn"]) & (value <= p["max_tokens"])
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    hit = held_stretch(short, sustain, not_before=2)
+    if hit is None:
+        return None
+    start, end = hit
+    seg = slice(start, end + 1)
+    reference = float(ref[start])
+    during = nanmedian(value[seg])
+    lowest = float(np.nanmin(value[seg]))
+    ongoing = still_holds(short, end, sustain)
+    evidence: dict[str, Any] = {
+        "completion_len_before": reference,
+        "completion_len_during": during,
+        "completion_len_lowest": lowest,
+        "ratio_during": during / reference,
+        "completion_len_now": float(value[ok][-1]),
+    }
+    severity = "critical" if during <= p["ratio_critical"] * reference else "warn"
+    reward = ctx.features("reward_mean")
+    consequence = ""
+    if reward is not None and len(reward) == n and np.array_equal(reward.step, feat.step):
+        r = np.asarray(reward.value, dtype=float)
+        before = nanmedian(r[max(0, start - 2 * sustain) : start])
+        after = nanmedian(r[seg])
+        if np.isfinite(before) and np.isfinite(after):
+            evidence["reward_mean_before"], evidence["reward_mean_during"] = before, after
+            noise = 1.4826 * nanmedian(np.abs(np.diff(r[np.isfinite(r)]))) / np.sqrt(2.0) if np.isfinite(r).sum() > 3 else np.nan
+            fell = np.isfinite(noise) and before - after > 3.0 * max(noise, 1e-9) / np.sqrt(max(1, min(end - start + 1, 2 * sustain)))
+            if fell and before - after > 0.1 * max(abs(before), 1e-9):
+                severity = "critical"
+                consequence = f" The reward fell with them ({before:.3g} -> {after:.3g})."
+            else:
+                consequence = f" The reward held ({before:.3g} -> {after:.3g}) so far: on an easy task a bare answer can still pass."
+    first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
+    when = f"from step {first_step}"
+    if not ongoing:
+        severity = "warn" if severity == "critical" else severity
+        when += f" to step {last_step}; they have grown back since (now {evidence['completion_len_now']:.0f} tokens)"
+    strength = p["ratio_warn"] / max(during / reference, 1e-3) - 1.0
+    return make_finding(
+        ctx, "COMPLETION_COLLAPSE", Episode(start, end, severity, start), feat,
+        confidence(strength, 1.5, end - start + 1, sustain, floor=0.5),
+        f"Completions shrank to {during:.0f} tokens on average ({during / reference:.0%} of the {reference:.0f} they had "
+        f"reached) {when}: the policy is dropping its reasoning and emitting a bare answer or nothing.{consequence}",
+        evidence,
+        [
+            "Read the linked samples: empty or one-line completions confirm it.",
+            "Check the reward for what a short answer earns: a format or length term that pays for brevity, or a penalty only long answers risk.",
+            "Use a loss normaliser that does not favour short sequences (Dr. GRPO's constant normaliser rather than per-sequence length).",
+            "Roll back to before the onset and lower the learning rate.",
+        ],
+        sample_order="completion_len ASC NULLS LAST",
+    ).model_copy(update={"ongoing": ongoing})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,7 +351,7 @@ def _repetition_episode(ctx: DetectorContext, p: dict[str, Any]) -> tuple[Episod
     rep = np.clip(text["ngram_rep_mean" if p["text_stat"] == "mean" else "ngram_rep_median"], 0.0, 1.0)
     steps = text["step"].astype(np.int64)
     hi = np.concatenate([steps[1:] - 1, [steps[-1]]])
-    feat = _series_features("text.ngram_repetition", steps, hi, rep)
+    feat = series_features("text.ngram_repetition", steps, hi, rep)
     early = _early(rep)
     if len(early) < 3:
         return None
@@ -329,21 +375,7 @@ def _repetition_episode(ctx: DetectorContext, p: dict[str, Any]) -> tuple[Episod
     return episode, feat, level, "samples", {"baseline": base, "sustain": sustain, "looping_frac": looping}
 
 
-@detector_with_check(
-    "REPETITION_SPIRAL",
-    "Generated text loops",
-    _repetition_inputs,
-    rate_warn=0.15,
-    rate_critical=0.3,
-    rise_min=0.1,
-    ratio_min=2.5,
-    text_rep_warn=0.5,
-    text_rep_critical=0.7,
-    text_novelty_warn=0.5,
-    text_novelty_critical=0.3,
-    text_stat="mean",
-    sustain_frac=0.03,
-)
+@detects("REPETITION_SPIRAL", check=_repetition_inputs)
 def repetition_spiral(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Generated text loops, with rising n-gram repetition.
 
@@ -395,12 +427,12 @@ def repetition_spiral(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     for other in ("completion_len_mean", "reward_mean", "entropy_mean"):
         f = ctx.features(other)
         if f is not None and len(f):
-            o = _at_step(f, first_step)
-            evidence[f"{other}_before"] = _level(f, max(0, o - 2 * sustain), max(1, o))
-            evidence[f"{other}_while_high"] = _level(f, o, _at_step(f, last_step) + 1)
+            o = at_step(f, first_step)
+            evidence[f"{other}_before"] = level_at_index(f, max(0, o - 2 * sustain), max(1, o))
+            evidence[f"{other}_while_high"] = level_at_index(f, o, at_step(f, last_step) + 1)
     conf = confidence(strength, 1.0, episode.end - episode.start + 1, sustain)
     what = "of n-grams repeat within a completion" if source == "repetition_rate" else "of word 4-grams repeat in the captured completions"
-    return safe_finding(
+    return make_finding(
         ctx, "REPETITION_SPIRAL", episode, feat, conf,
         f"Generated text is looping: {held:.0%} {what} from step {first_step} on (early: {base:.0%}, peak {peak:.0%}).",
         evidence,
@@ -417,14 +449,7 @@ def repetition_spiral(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
 # ---------------------------------------------------------------------------------------------
 # THROUGHPUT_ROT
 # ---------------------------------------------------------------------------------------------
-@detector(
-    "THROUGHPUT_ROT",
-    "Step time creeps up",
-    needs_any=("step_time_s", "generation_time_s"),
-    ratio_info=1.5,
-    sustain_frac=0.1,
-    trend_p=0.001,
-)
+@detects("THROUGHPUT_ROT")
 def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Step time creeps up: each step costs more wall-clock than it did early in the run.
 
@@ -472,14 +497,14 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     length_ratio = float("nan")
     length = ctx.features("completion_len_mean")
     if length is not None and len(length) and np.isfinite(length.b_median) and length.b_median > 0:
-        o = _at_step(length, first_step)
-        length_ratio = _level(length, o, _at_step(length, last_step) + 1) / length.b_median
+        o = at_step(length, first_step)
+        length_ratio = level_at_index(length, o, at_step(length, last_step) + 1) / length.b_median
         evidence["completion_len_ratio"] = length_ratio
     if metric == "step_time_s":
         gen = ctx.features("generation_time_s")
         if gen is not None and len(gen) and np.isfinite(gen.b_median) and gen.b_median > 0:
-            o = _at_step(gen, first_step)
-            gen_now = _level(gen, o, _at_step(gen, last_step) + 1)
+            o = at_step(gen, first_step)
+            gen_now = level_at_index(gen, o, at_step(gen, last_step) + 1)
             evidence["generation_time_ratio"] = gen_now / gen.b_median
             step_now = held * feat.b_median
             evidence["generation_share_of_growth"] = float(np.clip((gen_now - gen.b_median) / max(step_now - feat.b_median, 1e-9), 0, 1))
@@ -489,7 +514,7 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         why = f"Completion length only changed {length_ratio:.2f}x, so it is not the length: look at the inference engine, memory, data loading or per-step overheads."
     else:
         why = "The run did not log completion length, so whether length explains it is unknown."
-    return safe_finding(
+    return make_finding(
         ctx, "THROUGHPUT_ROT", Episode(episode.start, episode.end, "info", episode.onset), feat,
         confidence(held / p["ratio_info"] - 1.0, 0.5, episode.end - episode.start + 1, sustain),
         f"Each step takes {held:.1f}x as long as early in the run ({metric} {feat.b_median:.3g}s -> {float(feat.smooth[-1]):.3g}s). {why}",
@@ -502,5 +527,3 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         sample_order="completion_len DESC NULLS LAST",
     )
 
-
-__all__ = ["RepetitionRise", "repetition_rise"]

@@ -10,94 +10,13 @@ from typing import Any
 import numpy as np
 
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
-from rlprobe.doctor.detectors._common import Episode, baseline_end, confidence, find_episode, make_finding, sustain_points
-from rlprobe.doctor.findings import Finding, Severity
-from rlprobe.doctor.registry import DETECTORS, detector
-from rlprobe.doctor.stats import mann_kendall, normal_sf
-
-_SEVERITY_RANK = {"info": 0, "warn": 1, "critical": 2}
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers shared by this module
-# ---------------------------------------------------------------------------------------------
-def _usable(feat: MetricFeatures | None, min_points: int = 10) -> bool:
-    return feat is not None and len(feat) >= min_points and bool(np.isfinite(feat.smooth).any())
-
-
-def _aligned(ctx: DetectorContext, metric: str, steps: np.ndarray, what: str = "smooth") -> np.ndarray | None:
-    """Another metric's feature column (smooth or ratio) interpolated onto the given steps."""
-    feat = ctx.features(metric)
-    if feat is None or len(feat) == 0:
-        return None
-    values = getattr(feat, what)
-    ok = np.isfinite(values)
-    if not ok.any():
-        return None
-    return np.interp(steps.astype(float), feat.step[ok].astype(float), values[ok])
-
-
-def _level(feat: MetricFeatures, lo_step: int, hi_step: int) -> float:
-    """Median of a metric's smoothed series between two steps (NaN if none)."""
-    m = (feat.step >= lo_step) & (feat.step <= hi_step) & np.isfinite(feat.smooth)
-    return float(np.median(feat.smooth[m])) if m.any() else float("nan")
-
-
-def _before_after(ctx: DetectorContext, metric: str, first_step: int, last_step: int) -> tuple[float, float] | None:
-    """A metric's level before an episode (its baseline) and during it."""
-    feat = ctx.features(metric)
-    if feat is None or len(feat) == 0:
-        return None
-    return feat.b_median, _level(feat, first_step, last_step)
-
-
-def _explained_by(ctx: DetectorContext, causes: tuple[str, ...], symptom: Finding) -> Finding | None:
-    """A warn/critical finding of a root-cause detector that began no later than the symptom did.
-
-    Used to tell a downstream symptom (clipping, grad growth) from its cause: the cause's own
-    detector runs with its default parameters, so the two verdicts cannot disagree. Onsets are
-    estimates, so the cause may start up to a quarter of the symptom's span after it.
-    """
-    first = symptom.first_step or 0
-    last_step = first + ((symptom.last_step or first) - first) // 4
-    best = None
-    for cause in causes:
-        det = DETECTORS.get(cause)
-        if det is None or det.skip_reason(ctx) is not None:
-            continue
-        found = det.detect(ctx, dict(det.params))
-        if found is None or found.severity == "info" or found.first_step is None or found.first_step > last_step:
-            continue
-        if best is None or (_SEVERITY_RANK[found.severity], found.confidence) > (_SEVERITY_RANK[best.severity], best.confidence):
-            best = found
-    return best
-
-
-def _as_symptom(finding: Finding, cause_id: str, why: str, cause_first_step: int | None = None) -> Finding:
-    """Demote a finding to info: a symptom of another signature, which is reported on its own."""
-    evidence = {**finding.evidence, "explained_by": cause_id}
-    since = ""
-    if cause_first_step is not None:
-        evidence["explained_by_first_step"] = cause_first_step
-        since = f", which started at step {cause_first_step}"
-    return finding.model_copy(update={
-        "severity": "info",
-        "confidence": round(min(finding.confidence, 0.5), 3),
-        "explanation": f"{finding.explanation} This looks like a symptom of {cause_id} ({why}){since}.",
-        "evidence": evidence,
-    })
-
-
-def _back_to_departure(episode: Episode, above: np.ndarray, floor: int) -> Episode:
-    """Move an episode's onset back over the points just before it that were already departing.
-
-    A threshold is crossed well after a drift begins; walking back while the series is still
-    above a lower 'departure' level (e.g. 1.5x its baseline) finds where the rise started.
-    """
-    i = episode.start
-    while i > floor and above[i - 1]:
-        i -= 1
-    return Episode(episode.start, episode.end, episode.severity, min(episode.onset, i))
+from rlprobe.doctor.episodes import (
+    Episode, back_to_departure, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points,
+)
+from rlprobe.doctor.findings import SEVERITY_ORDER, Finding, Severity
+from rlprobe.doctor.registry import detects
+from rlprobe.doctor.series import aligned, before_after, level_at_steps, usable
+from rlprobe.doctor.stats import mann_kendall, normal_sf, trailing_median
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,15 +29,7 @@ def _implied_clip_fraction(ratio_p95: np.ndarray, eps: float) -> np.ndarray:
     return np.array([2.0 * normal_sf(float(v)) for v in z])
 
 
-@detector(
-    "CLIP_SATURATION",
-    "The ratio clip is engaged on a large, sustained share of tokens",
-    needs_any=("clip_fraction", "ratio_p95"),
-    clip_warn=0.2,
-    clip_critical=0.5,
-    clip_eps=0.2,
-    sustain_frac=0.03,
-)
+@detects("CLIP_SATURATION")
 def clip_saturation(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """The PPO/GRPO ratio clip is engaged on a large, sustained share of tokens.
 
@@ -132,11 +43,11 @@ def clip_saturation(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """
     feat = ctx.features("clip_fraction")
     implied = False
-    if _usable(feat):
+    if usable(feat):
         level = np.asarray(feat.smooth, dtype=float)
     else:
         feat = ctx.features("ratio_p95")
-        if not _usable(feat):
+        if not usable(feat):
             return None
         implied = True
         level = _implied_clip_fraction(np.nan_to_num(feat.smooth, nan=1.0), p["clip_eps"])
@@ -167,11 +78,11 @@ def clip_saturation(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     for metric in ("ratio_p95", "ratio_mean", "kl_mean"):
         if metric == "ratio_p95" and implied:
             continue
-        pair = _before_after(ctx, metric, first_step, last_step)
+        pair = before_after(ctx, metric, first_step, last_step)
         if pair is not None:
             evidence[f"{metric}_before"], evidence[f"{metric}_during"] = pair
     strength = typical / p["clip_warn"] - 1.0
-    finding = make_finding(
+    return make_finding(
         ctx, "CLIP_SATURATION", episode, feat,
         confidence(strength, 0.8, episode.end - episode.start + 1, sustain),
         f"The ratio clip was engaged on {typical:.0%} of tokens for "
@@ -184,11 +95,6 @@ def clip_saturation(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             "If KL climbs with it, raise the KL coefficient; consider a smaller or asymmetric clip (DAPO clip-higher) only after that.",
         ],
     )
-    cause = _explained_by(ctx, ("STALE_ROLLOUTS", "TRAIN_INFERENCE_MISMATCH"), finding)
-    if cause is not None:
-        why = "rollouts generated by an older policy" if cause.signature_id == "STALE_ROLLOUTS" else "the inference engine's log-probs drifting from the trainer's"
-        return _as_symptom(finding, cause.signature_id, why, cause.first_step)
-    return finding
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,13 +111,13 @@ def _reward_variance_ratio(ctx: DetectorContext, steps: np.ndarray) -> tuple[np.
     for metric in ("group_reward_std_mean", "reward_std"):
         feat = ctx.features(metric)
         if feat is not None and len(feat) and np.isfinite(feat.b_median) and feat.b_median > 0:
-            r = _aligned(ctx, metric, steps)
+            r = aligned(ctx, metric, steps)
             if r is not None:
                 ratios.append(np.maximum(r, 0.0) / feat.b_median)
                 used.append(metric)
     zvf = ctx.features("zero_variance_group_frac")
     if zvf is not None and len(zvf) and np.isfinite(zvf.b_median) and zvf.b_median < 0.999:
-        z = _aligned(ctx, "zero_variance_group_frac", steps)
+        z = aligned(ctx, "zero_variance_group_frac", steps)
         if z is not None:
             ratios.append(np.sqrt(np.clip(1.0 - z, 0.0, 1.0) / (1.0 - zvf.b_median)))
             used.append("zero_variance_group_frac")
@@ -220,17 +126,7 @@ def _reward_variance_ratio(ctx: DetectorContext, steps: np.ndarray) -> tuple[np.
     return np.min(np.vstack(ratios), axis=0), used
 
 
-@detector(
-    "ADV_COLLAPSE",
-    "Advantages collapse across the whole batch",
-    needs_any=("adv_std", "adv_zero_frac"),
-    ratio_warn=0.1,
-    ratio_critical=0.02,
-    unexplained_factor=4.0,
-    zero_frac_warn=0.6,
-    zero_frac_rise=0.3,
-    sustain_frac=0.03,
-)
+@detects("ADV_COLLAPSE")
 def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Advantage magnitude collapses across the whole batch while rewards keep their variance.
 
@@ -245,10 +141,10 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     variance.
     """
     primary = ctx.features("adv_std")
-    use_std = _usable(primary) and np.isfinite(primary.b_median) and primary.b_median > 0
+    use_std = usable(primary) and np.isfinite(primary.b_median) and primary.b_median > 0
     if not use_std:
         primary = ctx.features("adv_zero_frac")
-        if not _usable(primary):
+        if not usable(primary):
             return None
     feat: MetricFeatures = primary
     n = len(feat)
@@ -267,9 +163,9 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         warn |= (adv_ratio < p["ratio_warn"]) & unexplained
         critical |= (adv_ratio < p["ratio_critical"]) & unexplained
         refine = np.log(np.maximum(np.nan_to_num(feat.smooth, nan=feat.b_median), 1e-12))
-    zero = _aligned(ctx, "adv_zero_frac", feat.step)
+    zero = aligned(ctx, "adv_zero_frac", feat.step)
     zero_feat = ctx.features("adv_zero_frac")
-    zvf = _aligned(ctx, "zero_variance_group_frac", feat.step)
+    zvf = aligned(ctx, "zero_variance_group_frac", feat.step)
     # zero advantages are only unexplained where the groups still have reward variance: with the
     # zero-variance share logged that is checked directly; without it, the share of zero
     # advantages is used only when there is no adv_std to go by, and cannot be verified
@@ -294,14 +190,14 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     if use_std:
         held = adv_ratio[episode.start : episode.end + 1]
         lowest = float(np.min(held))
-        evidence.update(adv_std_baseline=feat.b_median, adv_std_during=_level(feat, first_step, last_step), lowest_adv_std_ratio=lowest)
+        evidence.update(adv_std_baseline=feat.b_median, adv_std_during=level_at_steps(feat, first_step, last_step), lowest_adv_std_ratio=lowest)
     if zero is not None and zero_feat is not None:
-        evidence.update(adv_zero_frac_before=zero_feat.b_median, adv_zero_frac_during=_level(zero_feat, first_step, last_step))
+        evidence.update(adv_zero_frac_before=zero_feat.b_median, adv_zero_frac_during=level_at_steps(zero_feat, first_step, last_step))
     if verified:
         evidence["reward_variance_ratio_during"] = float(np.median(rv[episode.start : episode.end + 1]))
         evidence["reward_variance_measures"] = ", ".join(explainers)
     for metric in ("grad_norm", "reward_mean"):
-        pair = _before_after(ctx, metric, first_step, last_step)
+        pair = before_after(ctx, metric, first_step, last_step)
         if pair is not None:
             evidence[f"{metric}_before"], evidence[f"{metric}_during"] = pair
     if lowest is not None:
@@ -329,17 +225,7 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
 # ---------------------------------------------------------------------------------------------
 # VALUE_DIVERGENCE
 # ---------------------------------------------------------------------------------------------
-@detector(
-    "VALUE_DIVERGENCE",
-    "The PPO value head stops predicting returns",
-    needs_any=("value_explained_variance", "value_loss"),
-    ev_warn=0.0,
-    ev_drop=0.3,
-    ev_critical=-0.5,
-    loss_ratio_warn=4.0,
-    loss_ratio_critical=10.0,
-    sustain_frac=0.03,
-)
+@detects("VALUE_DIVERGENCE")
 def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """The PPO value head stops predicting returns: explained variance <= 0, value loss runs away.
 
@@ -355,8 +241,8 @@ def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """
     ev = ctx.features("value_explained_variance")
     vl = ctx.features("value_loss")
-    use_ev = _usable(ev)
-    use_vl = _usable(vl) and np.isfinite(vl.b_median) and vl.b_median > 0
+    use_ev = usable(ev)
+    use_vl = usable(vl) and np.isfinite(vl.b_median) and vl.b_median > 0
     if not use_ev and not use_vl:
         return None
     feat: MetricFeatures = ev if use_ev else vl
@@ -376,8 +262,8 @@ def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         refine = -np.nan_to_num(s, nan=float(np.nanmedian(s)))
     loss_ratio = None
     if use_vl:
-        ratio = vl.ratio if feat is vl else _aligned(ctx, "value_loss", feat.step, "ratio")
-        z = vl.z if feat is vl else _aligned(ctx, "value_loss", feat.step, "z")
+        ratio = vl.ratio if feat is vl else aligned(ctx, "value_loss", feat.step, "ratio")
+        z = vl.z if feat is vl else aligned(ctx, "value_loss", feat.step, "z")
         if ratio is not None and z is not None:
             loss_ratio = np.nan_to_num(ratio, nan=1.0)
             loss_bad = (loss_ratio >= p["loss_ratio_warn"]) & (np.nan_to_num(z) > 3)
@@ -408,7 +294,7 @@ def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         if loss_bad[window].any():
             parts.append(f"value loss grew to {peak_ratio:.1f}x its early level")
             strength = max(strength, peak_ratio / p["loss_ratio_warn"] - 1.0)
-    pair = _before_after(ctx, "value_clip_fraction", first_step, last_step)
+    pair = before_after(ctx, "value_clip_fraction", first_step, last_step)
     if pair is not None:
         evidence["value_clip_fraction_before"], evidence["value_clip_fraction_during"] = pair
     both = ev_bad[window].any() and loss_bad[window].any()
@@ -523,12 +409,18 @@ def _spike_part(ctx: DetectorContext, p: dict[str, Any], n_steps: int) -> dict[s
 
 def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None:
     feat = ctx.features("grad_norm")
-    if not _usable(feat, 20) or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+    if not usable(feat, 20) or not np.isfinite(feat.b_median) or feat.b_median <= 0:
         return None
     n = len(feat)
-    ratio = np.nan_to_num(feat.ratio, nan=1.0)
+    # The level of the grad norm is a trailing median over a tenth of the run (5 to 21 points):
+    # in group-relative RL a step's grad norm depends on how many of its groups carry signal, so
+    # a short median flips between the sizes of informative and empty batches while nothing
+    # grows; growth moves the whole distribution and the long median with it.
+    w = max(5, min(21, n // 10))
+    level = trailing_median(np.asarray(feat.value, dtype=float), w)
+    ratio = np.nan_to_num(level / feat.b_median, nan=1.0)
     sustain = sustain_points(n, p["growth_sustain_frac"], floor=4)
-    logs = np.log(np.maximum(np.nan_to_num(feat.smooth, nan=feat.b_median), 1e-12))
+    logs = np.log(np.maximum(np.nan_to_num(level, nan=feat.b_median), 1e-12))
     episode = find_episode(
         feat,
         warn=ratio >= p["growth_ratio_warn"],
@@ -542,12 +434,31 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
     # growth that has not recovered: a burst of a few steps (after a bad batch) settles back
     if float(np.median(ratio[episode.start :])) < p["growth_ratio_warn"] / 2:
         return None
-    # and that trends up into the episode rather than jumping once
-    lo = max(baseline_end(n), episode.onset - 2 * sustain)
-    trend = mann_kendall(logs[lo : episode.end + 1])
+    # and growth of the whole distribution, its top included: when only the mix of informative
+    # and empty batches changes, the largest grad norms stay what they were before (the 95th
+    # percentile of everything before the onset)
+    raw = np.asarray(feat.value, dtype=float)
+    early = raw[: max(3, episode.onset)]
+    early = early[np.isfinite(early)]
+    if len(early) >= 3:
+        top_early = float(np.percentile(early, 95))
+        tops = [np.nanpercentile(raw[max(0, i - w + 1) : i + 1], 90) for i in range(episode.start, n)]
+        if top_early > 0 and float(np.nanmax(tops)) / top_early < p["growth_ratio_warn"] / 2:
+            return None
+    # and that trends up into and through the episode rather than jumping once: the trend test
+    # runs from before the crossing to the last point that is still elevated
+    elevated_to = int(np.flatnonzero(ratio >= p["growth_ratio_warn"] / 2)[-1])
+    lo = max(baseline_end(n) // 2, episode.onset - 4 * sustain)
+    trend = mann_kendall(logs[lo : max(elevated_to, episode.end) + 1])
     if trend.p_increasing > 1e-3:
         return None
-    episode = _back_to_departure(episode, ratio >= p["growth_departure_ratio"], baseline_end(n))
+    # the onset: the first logged point of the unbroken run of raw values already departed
+    # (growth_departure_ratio x the early level) that leads into the episode
+    raw = np.nan_to_num(np.asarray(feat.value, dtype=float) / feat.b_median, nan=0.0)
+    onset = episode.start
+    while onset > baseline_end(n) and raw[onset - 1] >= p["growth_departure_ratio"]:
+        onset -= 1
+    episode = Episode(episode.start, episode.end, episode.severity, onset)
     # the condition holds until the grad norm last sat above half the warn level
     elevated = np.flatnonzero(ratio >= p["growth_ratio_warn"] / 2)
     end = int(max(episode.end, elevated[-1]))
@@ -557,34 +468,65 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
         "confidence": confidence(peak / p["growth_ratio_warn"] - 1.0, 2.0, end - episode.start + 1, sustain),
         "first_step": feat.step_at(episode.onset),
         "last_step": int(feat.step_hi[end]),
-        "text": f"grad norm grew to {peak:.0f}x its early level ({feat.b_median:.3g} -> {float(feat.smooth[-1]):.3g} now)",
+        "text": f"grad norm grew to {peak:.0f}x its early level ({feat.b_median:.3g} -> {float(level[-1]):.3g} now)",
         "evidence": {
             "grad_norm_baseline": feat.b_median,
             "grad_norm_peak_ratio": peak,
-            "grad_norm_now": float(feat.smooth[-1]),
+            "grad_norm_now": float(level[-1]),
         },
     }
 
 
-@detector(
-    "GRAD_PATHOLOGY",
-    "NaN/Inf gradients, violent grad-norm spikes or runaway growth",
-    needs_any=("grad_norm", "nan_count", "inf_count", "loss"),
-    nonfinite_critical_steps=3,
-    spike_ratio_min=8.0,
-    spike_sigmas=4.5,
-    spike_events_warn=3,
-    spike_events_critical=8,
-    spike_rate_critical=0.02,
-    spike_window_frac=0.25,
-    spike_window_min_steps=200,
-    growth_ratio_warn=6.0,
-    growth_ratio_critical=20.0,
-    growth_departure_ratio=1.5,
-    growth_sustain_frac=0.02,
-)
+def _loss_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None:
+    """The loss leaving its scale by orders of magnitude (a divergence), judged point by point.
+
+    Each point is compared with what the loss did before it (never with what came after, so a
+    divergence early in the run is not hidden by its own values): its typical size (median of
+    |loss| so far) and the largest it got (95th percentile of |loss| so far). A policy-gradient
+    loss swings around 0, and a batch with much signal gives a larger one without anything wrong.
+    """
+    feat = ctx.features("loss")
+    if feat is None or len(feat) < 6:
+        return None
+    mag = np.abs(np.asarray(feat.value, dtype=float))
+    ok = np.isfinite(mag)
+    n = len(mag)
+    sustain = max(2, min(5, sustain_points(n, 0.02, floor=2)))
+    seen: list[float] = []
+    for i in range(n):
+        if not ok[i]:
+            continue
+        if len(seen) >= 5:
+            typical = max(float(np.median(seen)), 1e-12)
+            top = float(np.percentile(seen, 95))
+            threshold = max(p["loss_ratio_warn"] * typical, 10.0 * top, p["loss_abs_min"])
+            if mag[i] >= threshold:
+                high = ok & (mag >= threshold)
+                hit = held_stretch(high, sustain, share=0.5, not_before=i)
+                if hit is not None and hit[0] == i:
+                    start, end = hit
+                    peak = float(np.nanmax(mag[start : end + 1]))
+                    ratio = peak / typical
+                    ongoing = still_holds(high, end, sustain)
+                    severity: Severity = "critical" if ratio >= p["loss_ratio_critical"] or ongoing else "warn"
+                    return {
+                        "severity": severity,
+                        "confidence": confidence(math.log10(ratio) / math.log10(p["loss_ratio_warn"]) - 1.0, 1.0, end - start + 1,
+                                                 sustain, floor=0.55),
+                        "first_step": feat.step_at(start),
+                        "last_step": int(feat.step_hi[end]),
+                        "text": (f"the loss diverged from step {feat.step_at(start)}: |loss| reached {peak:.3g}, {ratio:.3g}x its "
+                                 f"typical size before ({typical:.3g})"),
+                        "evidence": {"loss_typical_before": typical, "loss_largest_before": top, "loss_peak": peak,
+                                     "loss_peak_ratio": ratio},
+                    }
+        seen.append(float(mag[i]))
+    return None
+
+
+@detects("GRAD_PATHOLOGY")
 def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
-    """NaN/Inf in the gradients or the loss, repeated violent grad-norm spikes, or runaway growth.
+    """NaN/Inf in the gradients or the loss, violent grad-norm spikes, runaway growth, a diverging loss.
 
     A non-finite gradient means the update is garbage: mixed-precision overflow, a log of zero
     in the loss (a log-prob of -inf, a ratio exp() that overflowed), a division by a zero std.
@@ -592,8 +534,14 @@ def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     thrown away. Repeated spikes far above the run's own noise mean a few tokens (huge ratios,
     near-zero probabilities) dominate the update; clipping hides the size but not the direction.
     Exponential growth of the grad norm is the lead-up to a divergence. A single isolated spike
-    is common in healthy runs and is not reported; growth that comes with a diverging PPO value
-    head is reported as a symptom of VALUE_DIVERGENCE.
+    is common in healthy runs and is not reported. A spike is measured against the level a
+    quarter of the nearby steps reach (the local 75th percentile), not their median: in
+    group-relative RL only steps whose batch carries reward variance (and the first of two
+    optimizer updates per batch) get a sizeable gradient, so a run whose batches are mostly
+    degenerate has a tiny median grad norm and its few informative steps are not spikes. A
+    loss that leaves its own scale by orders of magnitude (loss_ratio_warn times its early
+    typical size, ten times the largest it was early, and at least loss_abs_min) is a
+    divergence. Growth that comes with a diverging PPO value head ranks under VALUE_DIVERGENCE.
     """
     parts: dict[str, dict[str, Any]] = {}
     nonfinite = _nonfinite_part(ctx, p)
@@ -606,9 +554,13 @@ def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         growth = _growth_part(ctx, p)
         if growth is not None:
             parts["growth"] = growth
+    if ctx.has("loss"):
+        loss = _loss_part(ctx, p)
+        if loss is not None:
+            parts["loss"] = loss
     if not parts:
         return None
-    order = sorted(parts.values(), key=lambda d: (-_SEVERITY_RANK[d["severity"]], -d["confidence"]))
+    order = sorted(parts.values(), key=lambda d: (-SEVERITY_ORDER[d["severity"]], -d["confidence"]))
     top = order[0]
     first_step = min(d["first_step"] for d in parts.values() if d["severity"] == top["severity"])
     last_step = max(d["last_step"] for d in parts.values())
@@ -619,8 +571,8 @@ def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     for metric in ("loss", "kl_mean", "entropy_mean"):
         feat = ctx.features(metric)
         if feat is not None and len(feat):
-            evidence[f"{metric}_before"], evidence[f"{metric}_during"] = feat.b_median, _level(feat, first_step, last_step)
-    finding = Finding(
+            evidence[f"{metric}_before"], evidence[f"{metric}_during"] = feat.b_median, level_at_steps(feat, first_step, last_step)
+    return Finding(
         signature_id="GRAD_PATHOLOGY",
         severity=top["severity"],
         confidence=top["confidence"],
@@ -635,11 +587,6 @@ def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         ],
         links_to_samples=ctx.sample_ids(first_step, last_step, order_by="step ASC, abs(advantage) DESC NULLS LAST"),
     )
-    if set(parts) == {"growth"}:
-        cause = _explained_by(ctx, ("VALUE_DIVERGENCE",), finding)
-        if cause is not None:
-            return _as_symptom(finding, cause.signature_id, "the value loss is part of PPO's gradient", cause.first_step)
-    return finding
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,16 +604,7 @@ def _offpolicy_correlations(ctx: DetectorContext, names: tuple[str, ...]) -> dic
     return out
 
 
-@detector(
-    "STALE_ROLLOUTS",
-    "Rollouts come from a stale policy",
-    needs_all=("batch_age",),
-    age_ratio_warn=2.0,
-    age_rise_warn=1.5,
-    age_high=4.0,
-    age_ratio_critical=4.0,
-    sustain_frac=0.03,
-)
+@detects("STALE_ROLLOUTS")
 def stale_rollouts(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Rollouts are generated by a policy several updates old (batch_age high or rising).
 
@@ -679,7 +617,7 @@ def stale_rollouts(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     policy versions or more.
     """
     feat = ctx.features("batch_age")
-    if not _usable(feat):
+    if not usable(feat):
         return None
     n = len(feat)
     sustain = sustain_points(n, p["sustain_frac"])
@@ -689,7 +627,7 @@ def stale_rollouts(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     rising = (ratio >= p["age_ratio_warn"]) & (s - base >= p["age_rise_warn"]) & (np.nan_to_num(feat.z) > 3)
     high = s >= p["age_high"]
     warn = rising | high
-    clip = _aligned(ctx, "clip_fraction", feat.step)
+    clip = aligned(ctx, "clip_fraction", feat.step)
     clip_feat = ctx.features("clip_fraction")
     effect = np.zeros(n, dtype=bool)
     if clip is not None and clip_feat is not None and np.isfinite(clip_feat.b_median):
@@ -698,7 +636,7 @@ def stale_rollouts(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     episode = find_episode(feat, warn, critical, sustain, refine_with=s, not_before=baseline_end(n) // 2)
     if episode is None:
         return None
-    episode = _back_to_departure(episode, s - base >= p["age_rise_warn"] / 3, baseline_end(n) // 2)
+    episode = back_to_departure(episode, s - base >= p["age_rise_warn"] / 3, baseline_end(n) // 2)
     first_step, last_step = episode.steps(feat)
     window = slice(episode.start, episode.end + 1)
     peak = float(np.max(s[window]))
@@ -708,7 +646,7 @@ def stale_rollouts(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         "batch_age_peak": peak,
     }
     for metric in ("clip_fraction", "ratio_mean", "ratio_p95", "kl_mean"):
-        pair = _before_after(ctx, metric, first_step, last_step)
+        pair = before_after(ctx, metric, first_step, last_step)
         if pair is not None:
             evidence[f"{metric}_before"], evidence[f"{metric}_during"] = pair
     evidence.update(_offpolicy_correlations(ctx, ("corr_age_clip", "corr_age_ratio_dev")))
@@ -733,17 +671,7 @@ def stale_rollouts(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
 # ---------------------------------------------------------------------------------------------
 # TRAIN_INFERENCE_MISMATCH
 # ---------------------------------------------------------------------------------------------
-@detector(
-    "TRAIN_INFERENCE_MISMATCH",
-    "The inference engine's log-probs drift from the trainer's",
-    needs_all=("logprob_mismatch",),
-    ratio_warn=3.0,
-    ratio_critical=10.0,
-    abs_floor=0.01,
-    departure_ratio=1.5,
-    entropy_ratio_explains=2.0,
-    sustain_frac=0.03,
-)
+@detects("TRAIN_INFERENCE_MISMATCH")
 def train_inference_mismatch(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """The rollout engine's log-probs drift away from the trainer's for the same tokens.
 
@@ -757,7 +685,7 @@ def train_inference_mismatch(ctx: DetectorContext, p: dict[str, Any]) -> Finding
     entropy blew up (noise tokens are where kernels disagree most) is left to ENTROPY_BLOWUP.
     """
     feat = ctx.features("logprob_mismatch")
-    if not _usable(feat) or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+    if not usable(feat) or not np.isfinite(feat.b_median) or feat.b_median <= 0:
         return None
     n = len(feat)
     sustain = sustain_points(n, p["sustain_frac"])
@@ -769,7 +697,7 @@ def train_inference_mismatch(ctx: DetectorContext, p: dict[str, Any]) -> Finding
     episode = find_episode(feat, warn, critical, sustain, refine_with=np.log(np.maximum(s, 1e-12)), not_before=baseline_end(n) // 2)
     if episode is None:
         return None
-    episode = _back_to_departure(episode, ratio >= p["departure_ratio"], baseline_end(n) // 2)
+    episode = back_to_departure(episode, ratio >= p["departure_ratio"], baseline_end(n) // 2)
     first_step, last_step = episode.steps(feat)
     window = slice(episode.start, episode.end + 1)
     peak = float(np.max(s[window]))
@@ -780,11 +708,11 @@ def train_inference_mismatch(ctx: DetectorContext, p: dict[str, Any]) -> Finding
         "peak_ratio_to_baseline": peak / feat.b_median,
     }
     for metric in ("clip_fraction", "ratio_mean", "entropy_mean", "reward_mean"):
-        pair = _before_after(ctx, metric, first_step, last_step)
+        pair = before_after(ctx, metric, first_step, last_step)
         if pair is not None:
             evidence[f"{metric}_before"], evidence[f"{metric}_during"] = pair
     evidence.update(_offpolicy_correlations(ctx, ("corr_mismatch_clip", "corr_mismatch_entropy")))
-    finding = make_finding(
+    return make_finding(
         ctx, "TRAIN_INFERENCE_MISMATCH", episode, feat,
         confidence(peak / feat.b_median / p["ratio_warn"] - 1.0, 2.0, episode.end - episode.start + 1, sustain),
         f"The inference engine's log-probs drifted from the trainer's: the gap grew from {feat.b_median:.2g} "
@@ -796,10 +724,3 @@ def train_inference_mismatch(ctx: DetectorContext, p: dict[str, Any]) -> Finding
             "Correct for the gap with truncated importance sampling on the rollout log-probs, or recompute log-probs with the trainer.",
         ],
     )
-    entropy = ctx.features("entropy_mean")
-    if entropy is not None and len(entropy) and np.isfinite(entropy.b_median) and entropy.b_median > 0:
-        h = _level(entropy, first_step, last_step)
-        if np.isfinite(h) and h / entropy.b_median >= p["entropy_ratio_explains"]:
-            why = f"entropy rose {h / entropy.b_median:.1f}x at the same time, and noise tokens are where kernels disagree most"
-            return _as_symptom(finding, "ENTROPY_BLOWUP", why)
-    return finding

@@ -1,165 +1,67 @@
 """Signatures of the policy distribution itself: entropy collapse and blow-up, KL blow-up, and
-KL that concentrates at a few token positions.
-
-The helpers at the top (entropy_blowup_episode, ...) are shared with the generation detectors,
-which use them to recognise when truncation or length is a downstream symptom of a policy that
-blew up rather than a failure of its own.
+KL that concentrates at a few token positions. See docs/signatures/ for the mechanics of each.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
-from rlprobe.doctor.detectors._common import Episode, baseline_end, confidence, find_episode, make_finding, sustain_points
+from rlprobe.doctor.episodes import Episode, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points
+from rlprobe.doctor.series import level_at_steps
 from rlprobe.doctor.findings import Finding
-from rlprobe.doctor.registry import DETECTORS, Detector, DetectFn, detector
-from rlprobe.doctor.stats import first_sustained
+from rlprobe.doctor.registry import detects
+from rlprobe.doctor.stats import HingeFit, centred_median, finite_or, first_sustained, hinge_fit, level_shifts, point_noise, refine_onset
 
 
 # ---------------------------------------------------------------------------------------------
-# shared helpers
+# helpers
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CheckedDetector(Detector):
-    """A detector whose inputs are not plain step metrics (list columns, captured samples).
+def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, float, float, bool] | None:
+    """The blow-up: (episode, the level before, the level after, whether it still holds).
 
-    ``check`` says why the detector cannot run (like Detector.skip_reason), so it is still
-    listed as skipped with a reason rather than silently returning nothing.
+    Log entropy is cut into segments of constant level (binary segmentation under its own
+    point-to-point noise); a blow-up is a rise from one segment to the next of at least
+    ratio_warn times and z_min standard errors. The level before is the segment's own, not the
+    run's early window, so a blow-up in the first fifth of a short run is judged against what
+    came just before it. The onset is the first logged point from the change on that sits at
+    least half-way (in log) to the new level and keeps doing so; the episode ends when entropy
+    stays below that line. A rise inside the first 5% of the run that goes away is a warm-up
+    transient, not a blow-up.
     """
-
-    check: Optional[Callable[[DetectorContext], Optional[str]]] = None
-
-    def skip_reason(self, ctx: DetectorContext) -> str | None:
-        return self.check(ctx) if self.check is not None else super().skip_reason(ctx)
-
-
-def detector_with_check(id: str, title: str, check: Callable[[DetectorContext], Optional[str]], **params: Any) -> Callable[[DetectFn], DetectFn]:
-    """Like registry.detector, with a custom input check instead of needs_all/needs_any."""
-
-    def register(fn: DetectFn) -> DetectFn:
-        if id in DETECTORS:
-            raise ValueError(f"detector {id} registered twice")
-        DETECTORS[id] = CheckedDetector(id, title, fn, (), (), dict(params), (fn.__doc__ or "").strip(), check)
-        return fn
-
-    return register
-
-
-def safe_finding(ctx: DetectorContext, signature_id: str, episode: Episode, feat: MetricFeatures, conf: float,
-                 explanation: str, evidence: dict[str, Any], actions: list[str], sample_order: str) -> Finding:
-    """make_finding, falling back to the default sample order when the samples lack a column."""
-    try:
-        return make_finding(ctx, signature_id, episode, feat, conf, explanation, evidence, actions, sample_order=sample_order)
-    except Exception:  # samples captured without the column the order needs (in-memory views)
-        return make_finding(ctx, signature_id, episode, feat, conf, explanation, evidence, actions, sample_order="step DESC")
-
-
-def finite_or(x: np.ndarray, fill: float) -> np.ndarray:
-    """x with NaN/inf replaced by fill."""
-    x = np.asarray(x, dtype=float)
-    return np.where(np.isfinite(x), x, fill)
-
-
-@dataclass(frozen=True)
-class EntropyBlowup:
-    """Where entropy blew up, in steps, and how far (peak ratio to its early level)."""
-
-    first_step: int
-    last_step: int
-    peak_ratio: float
-
-
-def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, np.ndarray, float] | None:
-    """The blow-up episode, the entropy ratio it was judged on, and the level it is relative to.
-
-    First against the run's early level (the baseline window). A blow-up inside that window
-    (a short run, or one that blows up within its first ~20%) lifts the baseline itself, so
-    failing that, against the level before the largest upward shift of log entropy.
-    """
-    if len(feat) < 10:
-        return None
-    sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
-    if np.isfinite(feat.b_median) and feat.b_median > 0:
-        ratio = finite_or(feat.ratio, 1.0)
-        robust = feat.z > p["z_min"]
-        episode = find_episode(
-            feat,
-            warn=(ratio > p["ratio_warn"]) & robust,
-            critical=(ratio > p["ratio_critical"]) & robust,
-            sustain=sustain,
-            refine_with=feat.smooth,
-            not_before=baseline_end(len(feat)) // 2,
-        )
-        if episode is not None:
-            return episode, ratio, float(feat.b_median)
-    return _early_blowup(feat, p, sustain)
-
-
-def _early_blowup(feat: MetricFeatures, p: dict[str, Any], sustain: int) -> tuple[Episode, np.ndarray, float] | None:
     value = np.asarray(feat.value, dtype=float)
     ok = np.isfinite(value) & (value > 0)
-    if ok.sum() < 10:
+    n = len(value)
+    if ok.sum() < 8:
         return None
     y = np.where(ok, np.log(np.where(ok, value, 1.0)), np.nan)
-    filled = np.where(ok, y, np.nanmedian(y))
-    c = np.cumsum(filled - filled.mean())
-    k = int(np.argmin(c[:-1])) + 1  # where the mean shifts up the most
-    if k < 3 or len(y) - k < sustain:
-        return None
-    before = y[:k][np.isfinite(y[:k])]
-    level = float(np.median(before))
-    spread = max(1.4826 * float(np.median(np.abs(before - level))), math.log(1.05))
-    log_smooth = np.log(np.maximum(finite_or(feat.smooth, np.nan), 1e-300))
-    log_smooth = np.where(np.isfinite(log_smooth), log_smooth, level)
-    ratio = np.exp(log_smooth - level)
-    after = np.arange(len(y)) >= k
-    robust = (log_smooth - level) / spread > p["z_min"]
-    episode = find_episode(
-        feat,
-        warn=(ratio > p["ratio_warn"]) & robust & after,
-        critical=(ratio > p["ratio_critical"]) & robust & after,
-        sustain=sustain,
-        refine_with=log_smooth,
-        not_before=k,
-    )
-    if episode is None:
-        return None
-    onset = min(episode.onset, k)
-    while onset > 1 and np.isfinite(y[onset - 1]) and (y[onset - 1] - level) / spread > p["z_min"]:
-        onset -= 1  # the shift's first point can sit on the low side of the changepoint
-    return Episode(episode.start, episode.end, episode.severity, onset), ratio, math.exp(level)
-
-
-def entropy_blowup_episode(ctx: DetectorContext) -> EntropyBlowup | None:
-    """ENTROPY_BLOWUP's own test with its default parameters: did entropy blow up, and when."""
-    feat = ctx.features("entropy_mean")
-    if feat is None:
-        return None
-    hit = _entropy_blowup_episode(feat, DETECTORS["ENTROPY_BLOWUP"].params)
-    if hit is None:
-        return None
-    episode, ratio, _ = hit
-    first, last = episode.steps(feat)
-    return EntropyBlowup(first, last, float(np.max(ratio[episode.start : episode.end + 1])))
+    noise = max(point_noise(y), math.log(1.02))
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    for shift in level_shifts(y, noise, min_size=3, lookback=max(8, n // 3)):
+        rise = shift.after - shift.before
+        if rise < math.log(p["ratio_warn"]) or shift.z < p["z_min"]:
+            continue
+        line = shift.before + 0.5 * rise
+        cond = ok & (y >= line)
+        hit = held_stretch(cond, sustain, not_before=max(0, shift.at - 2))
+        if hit is None:
+            continue
+        start, end = hit
+        ongoing = still_holds(cond, end, sustain)
+        if start < 0.05 * n and not ongoing:
+            continue  # a warm-up transient
+        severity = "critical" if rise >= math.log(p["ratio_critical"]) and ongoing else "warn"
+        return Episode(start, end, severity, start), math.exp(shift.before), math.exp(shift.after), ongoing
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
 # ENTROPY_COLLAPSE
 # ---------------------------------------------------------------------------------------------
-@detector(
-    "ENTROPY_COLLAPSE",
-    "Policy entropy collapses",
-    needs_all=("entropy_mean",),
-    ratio_warn=0.2,
-    ratio_critical=0.1,
-    z_max=-3.0,
-    sustain_frac=0.03,
-)
+@detects("ENTROPY_COLLAPSE")
 def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Entropy falls toward zero relative to its own early level: exploration dies.
 
@@ -205,7 +107,7 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         if other is not None and len(other):
             evidence[key] = float(other.ratio[-1]) if key.endswith("ratio") else float(other.smooth[-1])
     strength = p["ratio_warn"] / max(lowest, 1e-6) - 1.0
-    return safe_finding(
+    return make_finding(
         ctx, "ENTROPY_COLLAPSE", episode, feat,
         confidence(strength, 1.5, episode.end - episode.start + 1, sustain),
         f"Policy entropy fell to {lowest:.0%} of its early level ({feat.b_median:.3g} -> "
@@ -224,28 +126,21 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
 # ---------------------------------------------------------------------------------------------
 # ENTROPY_BLOWUP
 # ---------------------------------------------------------------------------------------------
-@detector(
-    "ENTROPY_BLOWUP",
-    "Policy entropy blows up",
-    needs_all=("entropy_mean",),
-    ratio_warn=2.5,
-    ratio_critical=4.0,
-    z_min=4.0,
-    sustain_frac=0.02,
-)
+@detects("ENTROPY_BLOWUP")
 def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Entropy jumps far above its baseline and the text degenerates into noise.
 
     Typically a too-high learning rate (or a bad update after a loss spike) knocks the policy
     off the data manifold: token distributions flatten, completions become token soup that
     runs to the length cap, and reward falls to zero. Unlike a slow drift this happens within
-    a handful of steps and rarely recovers without rolling back. The test: the smoothed
-    entropy above ratio_warn (2.5x) its early level and more than z_min (4) robust z above it,
-    for 2% of the run (at least 3 points); critical above ratio_critical (4x). A blow-up
-    inside the baseline window lifts the early level itself, so failing that test the level
-    before the largest upward shift of log entropy is the reference (the real collapse log:
-    entropy 0.2 -> 7 at step 25 of 200). Truncation, KL and reward collapse that follow are
-    reported by their own detectors as symptoms.
+    a handful of steps and rarely recovers without rolling back. The test compares levels, not
+    single points: log entropy is cut into segments of constant level, and a rise from one to
+    the next of at least ratio_warn (2.5x) and z_min (4) standard errors, held by most points
+    for 2% of the run (at least 3 points), is a blow-up; critical at ratio_critical (4x) while
+    it still holds. The reference is the level just before the rise, so a blow-up in the first
+    fifth of a short run (the real collapse log: entropy 0.2 -> 7 at step 25 of 200) is judged
+    against what came before it. One the run came back from says so and is a warning.
+    Truncation, KL and reward collapse that follow are its symptoms (catalog links).
     """
     feat = ctx.features("entropy_mean")
     if feat is None:
@@ -253,28 +148,39 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     hit = _entropy_blowup_episode(feat, p)
     if hit is None:
         return None
-    episode, ratio, base = hit
+    episode, before, after, ongoing = hit
     sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
-    peak = float(np.max(ratio[episode.start : episode.end + 1]))
-    held = float(np.median(ratio[episode.start : episode.end + 1]))
+    value = np.asarray(feat.value, dtype=float)
+    seg = value[episode.start : episode.end + 1]
+    peak = float(np.nanmax(seg))
+    first_step, last_step = episode.steps(feat)
+    now = float(np.nanmedian(value[max(0, len(value) - sustain) :]))
     evidence: dict[str, Any] = {
-        "entropy_baseline": base,
-        "entropy_peak": float(np.nanmax(feat.smooth)),
-        "peak_ratio_to_baseline": peak,
-        "median_ratio_while_high": held,
-        "steps_above_threshold": int(feat.step_hi[episode.end] - feat.step[episode.start] + 1),
+        "entropy_before": before,
+        "entropy_after": after,
+        "entropy_peak": peak,
+        "ratio_to_before": after / before,
+        "peak_ratio_to_before": peak / before,
+        "entropy_now": now,
+        "steps_high": int(last_step - first_step + 1),
     }
     for metric in ("reward_mean", "completion_len_mean", "max_len_hit_frac", "truncation_rate", "kl_mean"):
         other = ctx.features(metric)
         if other is not None and len(other):
-            evidence[f"{metric}_before"] = other.b_median
-            evidence[f"{metric}_now"] = float(other.smooth[-1])
-    strength = held / p["ratio_warn"] - 1.0
-    return safe_finding(
+            evidence[f"{metric}_before"] = level_at_steps(other, -2**62, first_step - 1)
+            evidence[f"{metric}_while_high"] = level_at_steps(other, first_step, last_step)
+    text = (f"Policy entropy jumped from {before:.3g} to {after:.3g} ({after / before:.1f}x the level before, peak "
+            f"{peak:.3g}) from step {first_step}")
+    if ongoing:
+        text += " and stays there: completions are likely degenerating into noise."
+    else:
+        text += (f" and held there to step {last_step}; it has fallen back since (now {now:.3g}). Completions were "
+                 "likely degenerating into noise meanwhile, and whatever the policy learned from them stays.")
+    strength = (after / before) / p["ratio_warn"] - 1.0
+    return make_finding(
         ctx, "ENTROPY_BLOWUP", episode, feat,
         confidence(strength, 0.25, episode.end - episode.start + 1, sustain, floor=0.5),
-        f"Policy entropy jumped to {peak:.1f}x its early level ({base:.3g} -> "
-        f"{float(np.nanmax(feat.smooth)):.3g}) within a few steps: completions are likely degenerating into noise.",
+        text,
         evidence,
         [
             "Roll back to the checkpoint before the onset and lower the learning rate.",
@@ -282,143 +188,15 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             "Inspect the linked samples for token soup or runs to the length cap.",
         ],
         sample_order="step DESC",
-    )
+    ).model_copy(update={"ongoing": ongoing})
 
 
 # ---------------------------------------------------------------------------------------------
 # KL_BLOWUP
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class HingeFit:
-    """y = a + p u, plus from the breakpoint u_k on a jump b and a bend g1 d + g2 d^2.
-
-    d = (u - u_k) / u_scale, with u_scale the span of the fitted u (keeps the fit well
-    conditioned whatever the units of u).
-    """
-
-    index: int  # breakpoint, as an index into the points that were fitted
-    a: float
-    p: float
-    b: float
-    g1: float
-    g2: float
-    u_scale: float
-    sigma: float  # robust residual scale of the hinge fit
-    improvement: float  # (SSE of the plain line - SSE of the hinge) / sigma^2
-
-    def extra(self, du: np.ndarray) -> np.ndarray:
-        """What the hinge adds to the line at du = u - u_k (0 before the breakpoint)."""
-        du = np.asarray(du, dtype=float)
-        d = np.maximum(du, 0.0) / self.u_scale
-        return np.where(du >= 0, self.b + self.g1 * d + self.g2 * d * d, 0.0)
 
 
-def _suffix(x: np.ndarray) -> np.ndarray:
-    return np.cumsum(x[::-1])[::-1]
-
-
-def hinge_fit(u: np.ndarray, y: np.ndarray, min_side: int) -> HingeFit | None:
-    """Best single-breakpoint fit of y = a + p u + [u >= u_k] (b + g1 d + g2 d^2), d = u - u_k scaled.
-
-    u must increase (ln step for a power law, the point index for a line). Every candidate
-    breakpoint k (at least min_side points from either end) is solved exactly from suffix sums
-    of powers of u (binomial expansion of (u - u_k)^m), so the whole search is O(n).
-    """
-    n = len(u)
-    if n < 2 * min_side + 4:
-        return None
-    u = np.asarray(u, dtype=float)
-    y = np.asarray(y, dtype=float)
-    mean_u = float(np.mean(u))
-    u_scale = float(max(np.ptp(u), 1e-12))
-    w = (u - mean_u) / u_scale  # centred and scaled for numerical stability
-    ks = np.arange(min_side, n - min_side)
-    wk = w[ks]
-    sw = [_suffix(w**j)[ks] for j in range(5)]  # sums over the suffix of w^j ...
-    syw = [_suffix(y * w**j)[ks] for j in range(3)]  # ... and of y w^j
-
-    def centred(sums: list[np.ndarray], m: int) -> np.ndarray:  # sum over the suffix of f (w - wk)^m
-        return sum(math.comb(m, j) * (-wk) ** (m - j) * sums[j] for j in range(m + 1))
-
-    C = [centred(sw, m) for m in range(5)]
-    E = [centred(syw, m) for m in range(3)]
-    D = [C[1] + wk * C[0], C[2] + wk * C[1], C[3] + wk * C[2]]  # sums of w (w - wk)^m
-    K = len(ks)
-    full = lambda value: np.full(K, float(value))  # noqa: E731
-    N, W, WW = full(n), full(w.sum()), full((w * w).sum())
-    rows = (
-        (N, W, C[0], C[1], C[2]),
-        (W, WW, D[0], D[1], D[2]),
-        (C[0], D[0], C[0], C[1], C[2]),
-        (C[1], D[1], C[1], C[2], C[3]),
-        (C[2], D[2], C[2], C[3], C[4]),
-    )
-    xtx = np.empty((K, 5, 5))
-    for i, row in enumerate(rows):
-        for j, col in enumerate(row):
-            xtx[:, i, j] = col
-    xty = np.stack([full(y.sum()), full((w * y).sum()), E[0], E[1], E[2]], axis=1)
-    xtx += np.eye(5)[None] * 1e-9
-    beta = np.linalg.solve(xtx, xty[..., None])[..., 0]
-    sse = float((y * y).sum()) - (beta * xty).sum(axis=1)
-    best = int(np.argmin(sse))
-    k = int(ks[best])
-    a, p, b, g1, g2 = (float(c) for c in beta[best])
-    p_u = p / u_scale  # slope per unit of u
-    fit = HingeFit(k, a - p_u * mean_u, p_u, b, g1, g2, u_scale, 1.0, 0.0)
-    resid = y - (fit.a + fit.p * u + fit.extra(u - u[k]))
-    sigma = max(1.4826 * float(np.median(np.abs(resid - np.median(resid)))), 1e-6)
-    design0 = np.vstack([np.ones(n), w]).T
-    coef0, *_ = np.linalg.lstsq(design0, y, rcond=None)
-    sse0 = float(((y - design0 @ coef0) ** 2).sum())
-    return HingeFit(k, fit.a, fit.p, b, g1, g2, u_scale, sigma, (sse0 - float(sse[best])) / sigma**2)
-
-
-def refine_onset(y: np.ndarray, start: int, lo: int, hi: int, share: float = 0.0) -> int:
-    """Where a detected shift began, at most start.
-
-    A threshold is crossed well after a drift begins, and a slow drift (a ramp over hundreds of
-    steps) starts long before a short CUSUM window reaches. y[lo:hi] (from the baseline to just
-    past the crossing) is fitted by a line plus, after a breakpoint, a jump and a bend
-    (hinge_fit on the point index); the onset is the first point from the breakpoint on where
-    the fitted departure from the line has covered `share` of what it had reached at `start`.
-    That skips a bend that dips before it rises, and stays at the breakpoint for a jump.
-    """
-    lo, hi = max(0, lo), min(len(y), hi)
-    seg = np.asarray(y[lo:hi], dtype=float)
-    ok = np.isfinite(seg)
-    if ok.sum() < 12 or not lo <= start < hi:
-        return start
-    x = np.flatnonzero(ok).astype(float)
-    fit = hinge_fit(x, seg[ok], min_side=3)
-    if fit is None:
-        return start
-    k = int(x[fit.index])
-    if k >= start - lo:
-        return start
-    dx = np.arange(k, start - lo + 1, dtype=float) - k
-    extra = fit.extra(dx)
-    total = float(extra[-1])
-    if not np.isfinite(total) or total == 0.0:
-        return start
-    covered = np.flatnonzero(extra / total >= share)
-    return int(min(start, lo + k + (int(covered[0]) if len(covered) else 0)))
-
-
-@detector(
-    "KL_BLOWUP",
-    "KL to the reference blows up",
-    needs_any=("kl_mean", "kl_max"),
-    excess_warn=3.0,
-    excess_critical=6.0,
-    healthy_slope=1.0,
-    min_improvement=30.0,
-    min_kl=1e-3,
-    departure=1.05,
-    entropy_explains=True,
-    cause_window_frac=0.05,
-    sustain_frac=0.02,
-)
+@detects("KL_BLOWUP")
 def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """KL to the reference grows super-linearly or jumps: the policy is escaping the reference.
 
@@ -432,26 +210,47 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     signature is KL staying excess_warn (3x) above that ceiling for 2% of the run (critical:
     excess_critical, 6x), with the breakpoint clearly better than a plain power law
     (min_improvement) and KL above min_kl nats. The first step is where the fitted curve left
-    the power law by `departure` (5%). When entropy blew up at the same time (within
-    cause_window_frac of the run) the KL jump is its symptom: reported as info, pointing at
-    ENTROPY_BLOWUP.
+    the power law by `departure` (5%). KL starts at ~0 (the policy is the reference) and climbs
+    as the policy first moves; the trend is fitted from where KL first reached settle_share (a
+    fifth) of its median level over the first third of the run and min_kl nats, so that first
+    climb is never extrapolated into a blow-up. A KL
+    jump while entropy blows up is that blow-up's
+    symptom (a link in the catalog): it is ranked under ENTROPY_BLOWUP and says so.
     """
     metric = "kl_mean" if ctx.features("kl_mean") is not None else "kl_max"
     feat = ctx.features(metric)
     if feat is None or len(feat) < 20:
         return None
-    value = np.asarray(feat.value, dtype=float)
+    # KL of one step is a noisy sample (a batch where the policy barely moved logs ~0, and in
+    # log space those points would dominate any fit): the trend is fitted to a centred 5-point
+    # median, which follows a real break without lag and ignores single outliers.
+    value = centred_median(np.asarray(feat.value, dtype=float), 5)
     smooth = np.asarray(feat.smooth, dtype=float)
     steps = feat.step.astype(float)
     lo = int(np.floor(0.05 * len(feat)))
+    # KL starts at ~0 (the policy is the reference) and climbs as the policy first moves: that
+    # climb is not a trend to extrapolate. The trend is fitted from where KL first reached a
+    # fifth of its typical (median) level over the first third of the run, and min_kl nats
+    # (below that the policy has not measurably left the reference).
+    early = value[: max(10, len(value) // 3)]
+    typical = float(np.nanmedian(np.where(early > 0, early, np.nan))) if np.any(early > 0) else float("nan")
+    if np.isfinite(typical):
+        settled = np.flatnonzero(np.isfinite(value) & (value >= max(p["settle_share"] * typical, p["min_kl"])))
+        if len(settled):
+            lo = max(lo, int(settled[0]))
     ok = np.isfinite(value) & (value > 0) & (steps > 0) & (np.arange(len(feat)) >= lo)
     idx = np.flatnonzero(ok)
     if len(idx) < 20:
         return None
     u_all = np.log(np.maximum(steps, 1.0))
-    fit = hinge_fit(u_all[idx], np.log(value[idx]), min_side=max(3, len(idx) // 25))
+    # the trend a break departs from is trusted only over a tenth of the fitted points (at least
+    # 8), and only if KL was not falling: a few points that happen to dip would make any
+    # ordinary rise look like a break
+    fit = hinge_fit(u_all[idx], np.log(value[idx]), min_side=max(3, len(idx) // 25), min_before=max(8, len(idx) // 10))
     if fit is None or fit.improvement < p["min_improvement"]:
         return None
+    if fit.p < -0.5:
+        return None  # KL was falling before the break: a rise back is a recovery, not an escape
     c = int(idx[fit.index])
     uc = u_all[c]
     slope = max(fit.p, p["healthy_slope"])
@@ -471,7 +270,6 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     episode = Episode(start, end, severity, onset)
     peak_excess = float(np.exp(np.max(excess[start : end + 1])))
     verdict = " the policy is escaping the reference."
-    blow = entropy_blowup_episode(ctx) if p["entropy_explains"] else None
     evidence: dict[str, Any] = {
         f"{metric}_baseline": feat.b_median,
         f"{metric}_at_onset": float(np.exp(fit.a + fit.p * uc)),
@@ -488,14 +286,7 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         evidence["kl_max_now"] = float(kl_max.smooth[-1])
     conf = confidence(math.log(peak_excess) / math.log(p["excess_warn"]) - 1.0, 0.7, end - start + 1, sustain)
     first_step = feat.step_at(episode.onset)
-    window = max(5, int(p["cause_window_frac"] * max(1, ctx.n_steps)))
-    if blow is not None and blow.first_step <= first_step + window and blow.last_step >= first_step - window:
-        episode = Episode(start, end, "info", episode.onset)
-        conf = min(conf, 0.5)
-        verdict = (f" entropy blew up {blow.peak_ratio:.1f}x from step {blow.first_step} at the same time, and the KL jump "
-                   "is a symptom of that (see ENTROPY_BLOWUP).")
-        evidence["entropy_blowup_step"] = blow.first_step
-    return safe_finding(
+    return make_finding(
         ctx, "KL_BLOWUP", episode, feat, conf,
         f"KL to the reference ({metric}) broke away from its own trend at step {first_step} and rose to "
         f"{peak_excess:.1f}x what even linear growth would give, reaching {float(np.nanmax(smooth)):.3g} "
@@ -535,15 +326,7 @@ def _kl_positional_logged(ctx: DetectorContext) -> str | None:
     return None
 
 
-@detector_with_check(
-    "REF_POLICY_DRIFT_ASYMMETRY",
-    "KL to the reference concentrates at a few token positions",
-    _kl_positional_logged,
-    top2_warn=0.5,
-    top2_critical=0.8,
-    rise_min=0.15,
-    sustain_frac=0.03,
-)
+@detects("REF_POLICY_DRIFT_ASYMMETRY", check=_kl_positional_logged)
 def ref_policy_drift_asymmetry(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """KL concentrates at a few token positions: a template or formatting mismatch.
 
@@ -614,7 +397,7 @@ def ref_policy_drift_asymmetry(ctx: DetectorContext, p: dict[str, Any]) -> Findi
     strength = (peak - p["top2_warn"]) / max(1.0 - p["top2_warn"], 1e-6) + max(rise[seg].max() - p["rise_min"], 0.0)
     conf = confidence(strength, 0.4, episode.end - episode.start + 1, sustain)
     position = {"start": "at the start of the completions", "end": "at the end of the completions", "middle": "in the middle of the completions"}[where]
-    return safe_finding(
+    return make_finding(
         ctx, "REF_POLICY_DRIFT_ASYMMETRY", episode, feat, conf,
         f"{peak:.0%} of the KL to the reference sits in two of {n_buckets} position buckets (early: {b_top2:.0%}), "
         f"mostly bucket {top_bucket}, {position}: the policy and the reference disagree about a few tokens "
@@ -644,6 +427,3 @@ def _share_features(col: dict[str, np.ndarray], top2: np.ndarray) -> MetricFeatu
         sustained_up=zeros.astype(np.int64), sustained_down=zeros.astype(np.int64),
     )
 
-
-__all__ = ["CheckedDetector", "EntropyBlowup", "HingeFit", "detector_with_check", "entropy_blowup_episode", "finite_or",
-           "hinge_fit", "refine_onset", "safe_finding"]

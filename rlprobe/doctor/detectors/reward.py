@@ -13,26 +13,27 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
-import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from rlprobe.doctor.catalog import CORRECT_PATTERN, FORMAT_PATTERN
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
-from rlprobe.doctor.detectors._common import Episode, baseline_end, confidence, find_episode, make_finding, sustain_points
+from rlprobe.doctor.episodes import (
+    Episode, baseline_end, confidence, find_episode, held_stretch, hinge_onset, make_finding, still_holds, sustain_points,
+)
 from rlprobe.doctor.findings import Finding
-from rlprobe.doctor.registry import detector
-from rlprobe.doctor.stats import theil_sen
+from rlprobe.doctor.registry import detects
+from rlprobe.doctor.series import (
+    Grid, Track, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, window,
+)
+from rlprobe.doctor.stats import (
+    bounded_noise, center_scale, ffill, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
+)
 
 # ---------------------------------------------------------------------------------------------
-# shared helpers: one bin grid for the step metrics and the reward components
+# helpers of the reward signatures
 # ---------------------------------------------------------------------------------------------
-CORRECT_PATTERN = r"correct|accura|verif|answer|match|exact|solve|pass|math|gold|equal|unit_?test"
-FORMAT_PATTERN = r"format|tag|xml|strict|soft|struct|syntax|template|schema|json|regex"
-
-
 def component_role(name: str, format_pattern: str = FORMAT_PATTERN, correct_pattern: str = CORRECT_PATTERN) -> str:
     """'format', 'correct' or 'other' (judges, reward models, ...), from the component's name.
 
@@ -46,253 +47,6 @@ def component_role(name: str, format_pattern: str = FORMAT_PATTERN, correct_patt
     if re.search(correct_pattern, name, re.I):
         return "correct"
     return "other"
-
-
-# Per-run memo of what several reward detectors need (the grid, the binned components), so each
-# is computed once per run; keyed weakly on the context, which the engine makes per run.
-_MEMO: "weakref.WeakKeyDictionary[DetectorContext, dict[str, Any]]" = weakref.WeakKeyDictionary()
-
-
-def _memo(ctx: DetectorContext) -> dict[str, Any]:
-    return _MEMO.setdefault(ctx, {})
-
-
-@dataclass
-class Grid:
-    """The SQL features' bins for one run (<= 1000 consecutive-step bins), indexable by position."""
-
-    step0: int
-    width: int
-    step: np.ndarray  # first step of each bin
-    step_hi: np.ndarray  # last step of each bin
-
-    def __len__(self) -> int:
-        return len(self.step)
-
-    @classmethod
-    def of(cls, ctx: DetectorContext) -> "Grid":
-        """The run's bins, exactly as doctor_binned cuts them (from the run's step extent)."""
-        memo = _memo(ctx)
-        if "grid" not in memo:
-            row = ctx.query("SELECT min(step) AS lo, max(step) AS hi FROM v1.steps WHERE run_id = ?").to_pylist()[0]
-            step0, last = int(row["lo"]), int(row["hi"])
-            width = max(1, math.ceil((last - step0 + 1) / 1000.0))
-            lo = step0 + width * np.arange((last - step0) // width + 1)
-            memo["grid"] = cls(step0, width, lo.astype(np.int64), np.minimum(lo + width - 1, last).astype(np.int64))
-        return memo["grid"]
-
-    def index_of(self, step: np.ndarray) -> np.ndarray:
-        return ((np.asarray(step, dtype=float) - self.step0) // self.width).astype(np.int64)
-
-    def place(self, feat: MetricFeatures, column: str) -> np.ndarray:
-        """A feature column spread onto the grid (NaN in bins the metric has no row for)."""
-        out = np.full(len(self), np.nan)
-        idx = self.index_of(feat.step)
-        ok = (idx >= 0) & (idx < len(self))
-        out[idx[ok]] = np.asarray(getattr(feat, column), dtype=float)[ok]
-        return out
-
-    def as_features(self, metric: str, value: np.ndarray, smooth: np.ndarray) -> MetricFeatures:
-        """A MetricFeatures over the whole grid, so episodes map to steps like any feature's."""
-        n = len(self)
-        zeros = np.zeros(n)
-        return MetricFeatures(
-            metric=metric, step=self.step, step_hi=self.step_hi, value=value, vmin=value, vmax=value,
-            n_nonfinite=zeros.astype(np.int64), smooth=smooth, b_median=float("nan"), scale=float("nan"),
-            ratio=zeros, z=zeros, z_raw=zeros, cusum_up=zeros, cusum_down=zeros,
-            sustained_up=zeros.astype(np.int64), sustained_down=zeros.astype(np.int64),
-        )
-
-
-def trailing_mean(x: np.ndarray, k: int) -> np.ndarray:
-    """Mean of the finite values among the last k points at each point."""
-    v = np.asarray(x, dtype=float)
-    ok = np.isfinite(v)
-    c = np.concatenate([[0.0], np.cumsum(np.where(ok, v, 0.0))])
-    m = np.concatenate([[0], np.cumsum(ok)])
-    i = np.arange(1, len(v) + 1)
-    lo = np.maximum(i - k, 0)
-    cnt = m[i] - m[lo]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(cnt > 0, (c[i] - c[lo]) / np.maximum(cnt, 1), np.nan)
-
-
-def trailing_median(x: np.ndarray, k: int = 5) -> np.ndarray:
-    """Median of the last k finite values at each point (the SQL features' `smooth`)."""
-    x = np.asarray(x, dtype=float)
-    if len(x) == 0:
-        return x
-    pad = np.concatenate([np.full(k - 1, np.nan), x])
-    windows = np.lib.stride_tricks.sliding_window_view(pad, k)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows give NaN, as intended
-        return np.nanmedian(windows, axis=1)
-
-
-def baseline_window(value: np.ndarray) -> np.ndarray:
-    """Grid indices of the baseline window: doctor_baseline's rule over the finite points."""
-    idx = np.flatnonzero(np.isfinite(value))
-    p = len(idx)
-    skip = int(math.floor(0.05 * p))
-    return idx[skip : skip + max(8, int(math.floor(0.15 * p)))]
-
-
-def center_scale(values: np.ndarray, rel_floor: float = 0.05, abs_floor: float = 1e-9) -> tuple[float, float]:
-    """Median and floored 1.4826*MAD, as doctor_features computes its scale."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) == 0:
-        return float("nan"), float("nan")
-    med = float(np.median(v))
-    mad = 1.4826 * float(np.median(np.abs(v - med)))
-    return med, max(mad, rel_floor * abs(med), abs_floor)
-
-
-def ffill(x: np.ndarray) -> np.ndarray:
-    """Carry the last finite value forward over NaN gaps (leading NaNs stay)."""
-    x = np.asarray(x, dtype=float).copy()
-    ok = np.isfinite(x)
-    if not ok.any():
-        return x
-    idx = np.where(ok, np.arange(len(x)), 0)
-    np.maximum.accumulate(idx, out=idx)
-    out = x[idx]
-    out[: int(np.argmax(ok))] = np.nan
-    return out
-
-
-def nanmedian(x: np.ndarray) -> float:
-    v = np.asarray(x, dtype=float)
-    v = v[np.isfinite(v)]
-    return float(np.median(v)) if len(v) else float("nan")
-
-
-@dataclass
-class Track:
-    """One series on the grid: raw bin means, smooth, and its own baseline."""
-
-    name: str
-    value: np.ndarray
-    smooth: np.ndarray
-    b_median: float
-    scale: float
-
-
-def metric_track(ctx: DetectorContext, grid: Grid, metric: str) -> Track | None:
-    """A step metric's SQL features on the grid."""
-    feat = ctx.features(metric)
-    if feat is None or len(feat) == 0:
-        return None
-    return Track(metric, grid.place(feat, "value"), ffill(grid.place(feat, "smooth")), feat.b_median, feat.scale)
-
-
-def component_tracks(ctx: DetectorContext, grid: Grid) -> list[Track]:
-    """Every logged reward component on the grid, with a baseline computed like the SQL one.
-
-    Component columns are named by the run (reward_component.<name>), so no fixed SQL view can
-    list them; they are binned here with one query per run, on the same bins as doctor_binned
-    (mean of the finite values per bin).
-    """
-    memo = _memo(ctx)
-    if "components" in memo:
-        return memo["components"]
-    prefix = "reward_component."
-    names = [c for c in ctx.query("SELECT * FROM v1.steps LIMIT 0", []).column_names if c.startswith(prefix)]
-    out: list[Track] = []
-    if names:
-        cols = ", ".join(
-            f'avg(CASE WHEN isfinite("{c}") THEN "{c}" END) AS "{c}"' for c in (n.replace('"', '""') for n in names)
-        )
-        table = ctx.query(
-            f"SELECT CAST(floor((step - ?) / ?) AS BIGINT) AS bin, {cols} FROM v1.steps "
-            "WHERE run_id = ? GROUP BY bin ORDER BY bin",
-            [grid.step0, grid.width, ctx.run_id],
-        )
-        bins = table.column("bin").to_numpy(zero_copy_only=False)
-        ok = (bins >= 0) & (bins < len(grid))
-        for name in names:
-            value = np.full(len(grid), np.nan)
-            value[bins[ok]] = table.column(name).to_numpy(zero_copy_only=False).astype(float)[ok]
-            if np.isfinite(value).sum() < 10:
-                continue
-            b, scale = center_scale(value[baseline_window(value)])
-            spread = float(np.nanpercentile(value, 95) - np.nanpercentile(value, 5))
-            out.append(Track(name[len(prefix):], value, ffill(trailing_median(value)), b, max(scale, 0.02 * spread, 1e-6)))
-    memo["components"] = out
-    return out
-
-
-def noise_ratio(ctx: DetectorContext, grid: Grid, metric: str) -> np.ndarray | None:
-    """v1.feat_reward_noise's jitter of a metric (trailing mean |change|, over its early level) on the grid."""
-    table = ctx.query(
-        "SELECT step, noise_ratio FROM v1.feat_reward_noise WHERE run_id = ? AND metric = ? ORDER BY step",
-        [ctx.run_id, metric],
-    )
-    if table.num_rows == 0:
-        return None
-    step = table.column("step").to_numpy(zero_copy_only=False).astype(float)
-    ratio = table.column("noise_ratio").to_numpy(zero_copy_only=False).astype(float)
-    if not np.isfinite(ratio).any():
-        return None
-    out = np.full(len(grid), np.nan)
-    idx = grid.index_of(step)
-    ok = (idx >= 0) & (idx < len(grid))
-    out[idx[ok]] = ratio[ok]
-    return ffill(out)
-
-
-def window(lo: int, hi: int, n: int) -> slice:
-    return slice(max(0, lo), max(0, min(n, hi)))
-
-
-def hinge_onset(episode: Episode, series: np.ndarray, not_before: int, sustain: int) -> Episode:
-    """Move an episode's onset back to where a ramp leading into it began.
-
-    A threshold is crossed well after a slow ramp begins, and a CUSUM over a short window
-    finds the middle of the ramp. Here a flat-then-linear ("hockey stick") line is fitted by
-    least squares over everything from `not_before` to just past the episode start, and the
-    knot is the onset: a slow healthy drift before the ramp is absorbed by the flat part.
-    """
-    lo, hi = max(0, not_before), min(len(series), episode.start + sustain + 1)
-    y = ffill(np.asarray(series[lo:hi], dtype=float))
-    ok = np.isfinite(y)
-    if ok.sum() < 8:
-        return episode
-    x = np.arange(len(y), dtype=float)[ok]
-    y = y[ok]
-    knots = x[2:-3]
-    if len(knots) > 200:  # candidate knots: at most 200, evenly spread
-        knots = knots[np.linspace(0, len(knots) - 1, 200).astype(int)]
-    if len(knots) == 0:
-        return episode
-    # least squares of y = a + b * max(x - k, 0) for every knot k at once
-    h = np.maximum(x[None, :] - knots[:, None], 0.0)
-    hc = h - h.mean(axis=1, keepdims=True)
-    yc = y - y.mean()
-    var_h = (hc * hc).sum(axis=1)
-    cov = hc @ yc
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sse = float(yc @ yc) - np.where(var_h > 0, cov * cov / var_h, 0.0)
-    knot = int(knots[int(np.argmin(sse))])
-    return Episode(episode.start, episode.end, episode.severity, min(lo + knot, episode.onset))
-
-
-def on_rows(grid: Grid, feat: MetricFeatures, values: np.ndarray) -> np.ndarray:
-    """A grid array read at the rows of a metric's features."""
-    idx = np.clip(grid.index_of(feat.step), 0, len(grid) - 1)
-    return np.asarray(values, dtype=float)[idx]
-
-
-def level_change(track: Track | None, grid_lo: int, grid_hi: int, pre: int) -> tuple[float, float, float] | None:
-    """(level before, level during, change in baseline scales) of a track around [lo, hi]."""
-    if track is None:
-        return None
-    n = len(track.value)
-    before = nanmedian(track.value[window(grid_lo - pre, grid_lo, n)])
-    during = nanmedian(track.value[window(grid_lo, grid_hi + 1, n)])
-    if not (np.isfinite(before) and np.isfinite(during)):
-        return None
-    return before, during, (during - before) / track.scale
 
 
 def entropy_state(ctx: DetectorContext, grid: Grid, onset: int, lo: int, hi: int, pre: int) -> dict[str, float] | None:
@@ -345,17 +99,150 @@ def direction(ctx: DetectorContext, grid: Grid, lo: int, hi: int, pre: int) -> t
     return verdict, evidence
 
 
-@detector(
-    "REWARD_STD_DEATH",
-    "Reward variance dies",
-    needs_all=("reward_std",),
-    ratio_warn=0.15,
-    ratio_critical=0.08,
-    jitter_max=0.3,
-    entropy_drop=0.75,
-    distinct_max=0.8,
-    sustain_frac=0.03,
-)
+def reward_at_floor(ctx: DetectorContext, level: float, first_step: int, last_step: int) -> str | None:
+    """Why a pinned reward sits at its floor (the words), or None when nothing says so.
+
+    A reward that never rises above 0 is at its floor (accuracy-like rewards are 0 for a wrong
+    answer; format penalties are negative). So is one whose completions are all cut at the
+    length cap (no answer is ever reached). A binary reward pinned at 1 is at its ceiling
+    instead: reward_at_ceiling.
+    """
+    if level <= 0.0:
+        return f"it is {level:.3g}, never above 0"
+    for metric, invert in (("max_len_hit_frac", False), ("truncation_rate", False), ("eos_rate", True)):
+        feat = ctx.features(metric)
+        if feat is None:
+            continue
+        sel = (feat.step >= first_step) & (feat.step <= last_step)
+        v = np.asarray(feat.value, dtype=float)[sel]
+        v = v[np.isfinite(v)]
+        if len(v) and float(np.median(1.0 - v if invert else v)) >= 0.9:
+            return "every completion is cut at the length cap, so no answer is ever reached"
+    return None
+
+
+def reward_at_ceiling(level: float, value: np.ndarray) -> bool:
+    """True when a pinned reward sits at the top of a [0, 1] reward (a binary or few-valued one)."""
+    v = value[np.isfinite(value)]
+    return len(v) > 0 and float(np.max(v)) <= 1.0 + 1e-9 and float(np.min(v)) >= 0.0 and level >= 1.0 - 1e-6
+
+
+def _pinned(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
+    """Every rollout earns the same reward from the first logged step on (the run never had a signal)."""
+    reward = ctx.features("reward_mean")
+    std = ctx.features("reward_std")
+    base = std if std is not None else reward
+    if base is None or len(base) < 5:
+        return None
+    rv = np.asarray(reward.value, dtype=float) if reward is not None else np.array([])
+    # the level it was pinned at from the start: the opening points and the whole run alike
+    level = max(nanmedian(rv[:5]), nanmedian(rv)) if len(rv) else float("nan")
+    scale = max(abs(level) if np.isfinite(level) else 0.0,
+                float(np.nanpercentile(rv, 95) - np.nanpercentile(rv, 5)) if np.isfinite(rv).sum() >= 3 else 0.0)
+    if std is not None:
+        # Exactly 0 is no spread whatever the reward; a spread of a few percent of the reward's
+        # size (length-penalty crumbs on identical answers) counts as none only for a reward
+        # that sits at its floor: near a ceiling it is the few mixed groups of an easy task.
+        spread = np.asarray(std.value, dtype=float)
+        first_steps = (int(base.step[0]), base.step_at(min(len(base) - 1, 4)))
+        at_floor = np.isfinite(level) and reward_at_floor(ctx, level, *first_steps) is not None
+        dead = np.isfinite(spread) & ((spread <= 0.0) | ((spread <= p["dead_rel"] * scale) & at_floor))
+        how = (f"reward_std stays at about {nanmedian(spread):.2g}, at most {p['dead_rel']:.0%} of the reward's size"
+               if at_floor else "reward_std is exactly 0")
+    else:
+        # no within-step spread logged: a batch mean that does not move at all from step to step
+        # means every rollout earned the same; a large batch of a saturated reward moves little
+        # too, so this alone is read only together with a reason the reward is at its floor
+        noise = point_noise(rv)
+        if not np.isfinite(level) or not np.isfinite(noise) or noise > p["dead_rel"] * max(abs(level), 1e-12):
+            return None
+        dead = np.isfinite(rv)
+        how = f"the batch-mean reward moves by only {noise:.2g} from step to step"
+    sustain = sustain_points(len(base), p["sustain_frac"], floor=3)
+    hit = held_stretch(dead, sustain)
+    if hit is None or hit[0] > 1 or not still_holds(dead, hit[1], sustain):
+        return None
+    start, end = hit
+    first_step, last_step = base.step_at(start), int(base.step_hi[end])
+    opening_end = base.step_at(min(end, start + max(3, sustain) - 1))
+    floor_why = None
+    if np.isfinite(level) and reward_at_floor(ctx, level, first_step, opening_end) is not None:
+        floor_why = reward_at_floor(ctx, level, first_step, last_step)
+    evidence: dict[str, Any] = {"variant": "dead_from_start", "reward_mean_level": level}
+    if std is not None:
+        evidence["reward_std_median"] = nanmedian(np.asarray(std.value, dtype=float))
+    for metric in ("grad_norm", "kl_mean"):
+        f = ctx.features(metric)
+        if f is not None:
+            evidence[f"{metric}_median"] = nanmedian(np.asarray(f.value, dtype=float))
+    if floor_why is not None:
+        severity, verdict = "critical", (f"the reward is pinned at its floor ({floor_why}): the run is starved from the "
+                                         "start and every step so far was wasted")
+    elif std is None:
+        return None
+    elif np.isfinite(level) and reward_at_ceiling(level, rv):
+        severity, verdict = "info", "the reward is pinned at its ceiling: every rollout already succeeds, there is nothing left to learn"
+    else:
+        severity, verdict = "warn", f"the reward is pinned at {level:.3g}, at its floor or its ceiling (nothing logged says which)"
+    return make_finding(
+        ctx, "REWARD_STD_DEATH", Episode(start, end, severity, start), base,
+        confidence(1.0, 1.0, end - start + 1, sustain, floor=0.6),
+        f"No learning signal from the first logged step: every rollout earns the same reward ({how}, step "
+        f"{first_step} to {last_step}), so every advantage is 0; {verdict}.",
+        evidence,
+        [
+            "Read the linked samples and score a few by hand: a reward function that never fires, or completions that never finish, are the usual causes.",
+            "If the policy cannot reach any reward yet, start from an SFT checkpoint, add easier prompts, or give partial credit.",
+            "If every rollout already succeeds, the data is too easy: stop, or move to harder prompts.",
+        ],
+        sample_order="step ASC",
+    ).model_copy(update={"ongoing": True})
+
+
+def _std_drop(feat: MetricFeatures, reward: MetricFeatures | None, p: dict[str, Any]) -> tuple[Episode, float, np.ndarray, int] | None:
+    """reward_std falling from one level to a small fraction of it and staying there, read point by
+    point: (episode, the level before, the ratio to it per point, sustain), or None.
+
+    A within-group std (TRL's reward_std) also dies when the batch polarises (each prompt
+    all-right or all-wrong: DEGENERATE_GROUPS), but then the batch-mean reward keeps moving from
+    step to step as much as it did; when every rollout earns the same reward it stops moving.
+    """
+    value = np.asarray(feat.value, dtype=float)
+    n = len(value)
+    noise = point_noise(value)
+    if not np.isfinite(noise) or noise <= 0:
+        noise = max(1e-9, 0.01 * float(np.nanmax(np.abs(value))) if np.isfinite(value).any() else 1e-9)
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    shifts = level_shifts(value, noise, min_size=3, lookback=max(8, n // 3))
+    for j, shift in enumerate(shifts):
+        # a death in stages counts from the level before its first stage
+        before = shift.before
+        for prev in reversed(shifts[:j]):
+            if prev.after >= prev.before:
+                break
+            before = prev.before
+        if before <= 0 or shift.after > p["ratio_warn"] * before or shift.z > -4.0:
+            continue
+        ratio = value / before
+        dead = np.isfinite(value) & (ratio <= 2.0 * p["ratio_warn"])
+        hit = held_stretch(dead, sustain, not_before=max(0, shift.at - 2))
+        if hit is None or not still_holds(dead, hit[1], sustain):
+            continue
+        start, end = hit
+        if reward is not None:
+            rv = np.asarray(reward.value, dtype=float)
+            lo_step, hi_step = feat.step_at(start), int(feat.step_hi[end])
+            r_during = rv[(reward.step > lo_step + 2 * (feat.step_at(min(end, start + 1)) - lo_step)) & (reward.step <= hi_step)]
+            r_before = rv[reward.step < lo_step]
+            j_during, j_before = point_noise(r_during), point_noise(r_before)
+            if np.isfinite(j_during) and np.isfinite(j_before) and j_before > 0 and j_during >= p["jitter_max"] * j_before:
+                continue  # the batch mean still moves: polarised groups, not one reward for every rollout
+        severity = "critical" if shift.after <= p["ratio_critical"] * before else "warn"
+        return Episode(start, end, severity, start), float(before), np.where(np.isfinite(ratio), ratio, 1.0), sustain
+    return None
+
+
+@detects("REWARD_STD_DEATH")
 def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Reward variance dies: every rollout earns the same reward, so there is nothing to learn from.
 
@@ -372,35 +259,50 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     A saturated run counts as a failure only when the policy visibly collapsed with it (entropy
     fell at the onset, or the captured samples started repeating each other); otherwise it may
     have simply finished learning what its data can teach, and the finding is info.
+
+    A run whose rewards never had a spread (reward_std at most dead_rel of the reward's size, or
+    0, from the first logged step to the last; without reward_std, a batch mean that does not
+    move at all) never had a learning signal: critical when the reward is at its floor (never
+    above 0, or every completion cut at the length cap), info when a [0, 1] reward is pinned
+    at 1 (nothing left to learn), a warning when nothing says which.
     """
+    pinned = _pinned(ctx, p)
+    if pinned is not None:
+        return pinned
     feat = ctx.features("reward_std")
-    if feat is None or len(feat) < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+    if feat is None or len(feat) < 8:
         return None
     grid = Grid.of(ctx)
-    sustain = sustain_points(len(feat), p["sustain_frac"])
-    ratio = np.where(np.isfinite(feat.ratio), feat.ratio, 1.0)
-    dead = (ratio < p["ratio_warn"]) & (feat.z < -2)  # z: a noisy baseline cannot fake a death
     jitter = noise_ratio(ctx, grid, "reward_mean")
-    if jitter is not None:
-        rows = on_rows(grid, feat, jitter)
-        dead &= ~(rows >= p["jitter_max"])
-    episode = find_episode(
-        feat, warn=dead, critical=dead & (ratio < p["ratio_critical"]), sustain=sustain,
-        refine_with=feat.smooth, not_before=baseline_end(len(feat)) // 2,
-    )
-    if episode is None:
-        return None
+    lively = on_rows(grid, feat, jitter) >= p["jitter_max"] if jitter is not None else np.zeros(len(feat), dtype=bool)
+    found = _std_drop(feat, ctx.features("reward_mean"), p)
+    if found is None:
+        if len(feat) < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
+            return None
+        sustain = sustain_points(len(feat), p["sustain_frac"])
+        ratio = np.where(np.isfinite(feat.ratio), feat.ratio, 1.0)
+        dead = (ratio < p["ratio_warn"]) & (feat.z < -2) & ~lively  # z: a noisy baseline cannot fake a death
+        episode = find_episode(
+            feat, warn=dead, critical=dead & (ratio < p["ratio_critical"]), sustain=sustain,
+            refine_with=feat.smooth, not_before=baseline_end(len(feat)) // 2,
+        )
+        if episode is None:
+            return None
+        std_before = float(feat.b_median)
+    else:
+        episode, std_before, ratio, sustain = found
     g_on = int(grid.index_of(feat.step[episode.onset : episode.onset + 1])[0])
     g_start = int(grid.index_of(feat.step[episode.start : episode.start + 1])[0])
     g_end = int(grid.index_of(feat.step[episode.end : episode.end + 1])[0])
     pre = max(3, 2 * sustain)
     way, moves = direction(ctx, grid, g_on, g_end, pre)
-    variant = {"up": "saturated", "down": "collapsed"}.get(way, "pinned")
+    # up into the death, or sitting at the top of its own range: saturated; down, or at the bottom: collapsed
+    variant = {"up": "saturated", "high": "saturated", "down": "collapsed", "low": "collapsed"}.get(way, "pinned")
     lowest = float(np.min(ratio[episode.start : episode.end + 1]))
     evidence: dict[str, Any] = {
         "variant": variant,
         "lowest_ratio_to_baseline": lowest,
-        "reward_std_baseline": feat.b_median,
+        "reward_std_baseline": std_before,
         "reward_std_now": float(feat.smooth[-1]),
         **moves,
     }
@@ -412,8 +314,6 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     if ent is not None:
         evidence["entropy_ratio_to_baseline"] = ent["ratio_to_baseline"]
         evidence["entropy_ratio_to_before"] = ent["ratio_to_before"]
-        if ent["peak_ratio_to_baseline"] > 2.0:
-            severity, note = "info", " It follows an entropy blow-up (see ENTROPY_BLOWUP), which is the likelier root cause."
     # a collapse onto one behaviour: entropy fell with the variance, or the captured samples
     # started repeating each other (distinct completions per step, v1.feat_reward_samples)
     stats = sample_stats(ctx, grid)
@@ -422,6 +322,8 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         evidence["distinct_completions_before"], evidence["distinct_completions_during"] = distinct
     repeating = distinct[0] is not None and distinct[1] is not None and distinct[1] <= p["distinct_max"] < distinct[0]
     narrowed = ent is not None and ent["ratio_to_before"] < p["entropy_drop"]
+    if variant == "collapsed":
+        severity = "critical"  # every rollout earns the same low reward: starved, nothing left to learn from
     if variant != "collapsed" and severity != "info" and not (repeating or narrowed):
         severity = "info"
         note = " Neither entropy nor the samples show the policy collapsing: the run may simply have finished learning what this data can teach."
@@ -467,22 +369,46 @@ def within_share(ctx: DetectorContext, grid: Grid) -> np.ndarray | None:
     return np.where(alive, ffill(share / base), np.nan)
 
 
-@detector(
-    "DEGENERATE_GROUPS",
-    "Zero-variance GRPO groups dominate",
-    needs_all=("zero_variance_group_frac",),
-    level_warn=0.75,
-    level_critical=0.85,
-    baseline_max=0.5,
-    closure_min=0.82,
-    closure_floor=0.7,
-    rise_z=3.0,
-    jitter_min=0.6,
-    jitter_strong=1.0,
-    within_share_max=0.25,
-    entropy_collapsed=0.2,
-    sustain_frac=0.03,
-)
+def _all_wrong_from_start(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
+    """Nearly every group degenerate from the first logged step, with the reward at its floor."""
+    value = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(value)
+    sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
+    high = ok & (value >= p["level_critical"])
+    hit = held_stretch(high, sustain)
+    if hit is None or hit[0] > 1 or not still_holds(high, hit[1], sustain):
+        return None
+    start, end = hit
+    first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
+    reward = ctx.features("reward_mean")
+    level = float("nan")
+    if reward is not None:
+        rv = np.asarray(reward.value, dtype=float)
+        level = max(nanmedian(rv[: max(3, sustain)]), nanmedian(rv))
+    # all-wrong from the start: the reward at its floor over the opening points and over the whole stretch
+    opening_end = feat.step_at(min(end, start + max(3, sustain) - 1))
+    why = None
+    if np.isfinite(level) and reward_at_floor(ctx, level, first_step, opening_end) is not None:
+        why = reward_at_floor(ctx, level, first_step, last_step)
+    if why is None:
+        return None  # all-correct, or nothing says all-wrong: an easy task, not a failure
+    held = nanmedian(value[start : end + 1])
+    return make_finding(
+        ctx, "DEGENERATE_GROUPS", Episode(start, end, "critical", start), feat,
+        confidence(1.0, 1.0, end - start + 1, sustain, floor=0.6),
+        f"{held:.0%} of GRPO groups have zero reward variance from the first logged step (step {first_step} to "
+        f"{last_step}), all-wrong ({why}): those groups give no gradient, so the run has had almost no learning signal.",
+        {"variant": "all_wrong_from_start", "zero_variance_group_frac_median": held, "reward_mean_level": level},
+        [
+            "Check the reward on the linked samples: a reward that never fires (a parser that never matches, a wrong answer key) looks like this.",
+            "Start from a checkpoint that can solve some prompts (SFT), or add easier prompts, so groups hold mixed outcomes.",
+            "Raise the group size or the sampling temperature so some rollouts of a prompt succeed.",
+        ],
+        sample_order="step ASC",
+    ).model_copy(update={"ongoing": True})
+
+
+@detects("DEGENERATE_GROUPS")
 def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Most GRPO groups have zero reward variance: each prompt is all-correct or all-wrong.
 
@@ -505,7 +431,9 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     if feat is None or len(feat) < 10 or not np.isfinite(feat.b_median):
         return None
     if feat.b_median > p["baseline_max"]:
-        return None  # most groups were degenerate from the start: an easy task's normal state
+        # most groups were degenerate from the start: an easy task's normal state, unless they
+        # are all-wrong (the reward at its floor), which is a run with no signal at all
+        return _all_wrong_from_start(ctx, feat, p)
     grid = Grid.of(ctx)
     sustain = sustain_points(len(feat), p["sustain_frac"])
     # A fraction has natural units: an absolute level and rise. With 4 groups a batch's fraction
@@ -562,10 +490,6 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     ent = entropy_state(ctx, grid, g_on, g_start, g_end, pre)
     if ent is not None:
         evidence["entropy_ratio_to_baseline"] = ent["ratio_to_baseline"]
-        if ent["ratio_to_baseline"] < p["entropy_collapsed"]:
-            severity, note = "info", " Entropy has collapsed too: ENTROPY_COLLAPSE is the likelier root cause."
-        elif ent["peak_ratio_to_baseline"] > 2.5:
-            severity, note = "info", " Entropy blew up first: the groups fail together because the text degenerated (see ENTROPY_BLOWUP)."
     strength = (peak - p["level_warn"]) / max(1.0 - p["level_warn"], 1e-6)
     return make_finding(
         ctx, "DEGENERATE_GROUPS", Episode(episode.start, episode.end, severity, episode.onset), feat,
@@ -583,226 +507,121 @@ def degenerate_groups(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     )
 
 
-def diff_noise(x: np.ndarray) -> float:
-    """Point-to-point noise of a series (1.4826 MAD of first differences / sqrt 2): robust to trends and shifts."""
-    v = np.asarray(x, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) < 4:
-        return float("nan")
-    d = np.diff(v)
-    return 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0)
 
 
-def sharp_window(grid: Grid) -> int:
-    """Points within which a 'sharp' change must happen: 3% of the run, at most ~25 steps, at least 3."""
-    return max(3, min(math.ceil(25 / grid.width), math.ceil(0.03 * len(grid))))
 
 
-def rise_of(ctx: DetectorContext, grid: Grid, metric: str, onset: int, lo: int, hi: int, pre: int) -> float | None:
-    """How much a metric rose from the `pre` points before onset to its level over [lo, hi]."""
-    track = metric_track(ctx, grid, metric)
-    if track is None:
-        return None
-    before = nanmedian(track.value[window(onset - pre, onset, len(grid))])
-    during = nanmedian(track.value[window(lo, hi + 1, len(grid))])
-    return during - before if np.isfinite(before) and np.isfinite(during) else None
 
 
-def _judge_collapse(
-    ctx: DetectorContext, grid: Grid, feat: MetricFeatures, value: np.ndarray, episode: Episode,
-    opening: float, noise: float, w: int, sustain: int, p: dict[str, Any],
-) -> tuple[float, dict[str, Any]] | None:
-    """Is a candidate fall a collapse? (share of the gain erased, evidence), or None.
-
-    Plain segment medians: the level just before the onset, the opening level, the level while
-    it held, the final level; each difference against its own sampling noise.
-    """
-    n = len(value)
-    m = max(w, sustain)
-    n_open, n_held = max(3, int(0.05 * n)), episode.end - episode.start + 1
-    top = nanmedian(value[max(0, episode.onset - m) : episode.onset])
-    after = nanmedian(value[episode.start : episode.end + 1])
-    final = nanmedian(value[max(episode.start, n - m) :])
-    gain, drop = top - opening, top - after
-
-    def se(a: int, b: int) -> float:  # sd of a difference of two medians of a and b points
-        return 1.25 * noise * math.sqrt(1.0 / a + 1.0 / b)
-
-    erased_share = drop / gain if gain > 0 else 0.0
-    # an improvement worth the name, against the per-rollout spread of the reward
-    spread = rollout_spread(ctx, grid, int(grid.index_of(feat.step[episode.onset : episode.onset + 1])[0]))
-    if not (
-        gain >= p["min_gain_noise"] * se(m, n_open)
-        and drop >= p["min_drop_noise"] * se(m, n_held)
-        and erased_share >= p["erased_warn"]
-        and (spread is None or gain >= p["min_gain_spread"] * spread)
-    ):
-        return None
-    if final - after > 0.5 * drop:
-        return None  # it came back: a dip, not a collapse
-    # Slow wander of the level (learning, drifting data) is not white noise: the fall must also
-    # dwarf how much the m-point level typically moved over m points before the onset, beyond
-    # what the white noise alone moves it (covered above).
-    lvl = trailing_median(value, m)[m : episode.onset]
-    wiggle = float("nan")
-    if len(lvl) > m + 5:
-        moves = lvl[m:] - lvl[:-m]
-        spread_moves = 1.4826 * float(np.nanmedian(np.abs(moves - np.nanmedian(moves))))
-        wiggle = math.sqrt(max(spread_moves**2 - se(m, m) ** 2, 0.0))
-        if wiggle > 0 and drop < p["min_drop_wiggle"] * wiggle:
-            return None
-    # a cliff, not a slope: the largest fall between two adjacent w-point windows near the onset
-    best_split = 0.0
-    for k in range(max(w, episode.onset - w), min(n - 1, episode.start + w) + 1):
-        best_split = max(best_split, nanmedian(value[k - w : k]) - nanmedian(value[k : k + w]))
-    if not (best_split >= p["sharp_share"] * drop and best_split >= 3.0 * se(w, w)):
-        return None
-    return float(erased_share), {
-        "reward_opening": opening,
-        "reward_peak_before": top,
-        "reward_after": after,
-        "reward_final": final,
-        "share_of_gain_erased": float(erased_share),
-        "fall_in_sharpest_window": best_split,
-        "sharp_window_steps": int(w * grid.width),
-        "fall_over_usual_level_moves": drop / wiggle if np.isfinite(wiggle) and wiggle > 0 else float("nan"),
-    }
+def reward_floor(ctx: DetectorContext, value: np.ndarray) -> float:
+    """The lowest reward a rollout can plausibly get: reward_min's lowest value if logged, else 0
+    for a reward that never went below 0 (accuracy-like rewards), else the lowest batch mean."""
+    low = ctx.features("reward_min")
+    if low is not None and np.isfinite(low.vmin).any():
+        return float(np.nanmin(low.vmin))
+    v = value[np.isfinite(value)]
+    if len(v) == 0:
+        return 0.0
+    return 0.0 if float(np.min(v)) >= 0.0 else float(np.min(v))
 
 
-@detector(
-    "REWARD_COLLAPSE",
-    "Reward collapses after improving",
-    needs_all=("reward_mean",),
-    erased_warn=0.5,
-    erased_critical=0.75,
-    min_gain_noise=3.0,
-    min_drop_noise=5.0,
-    min_gain_spread=0.3,
-    min_drop_wiggle=4.0,
-    sharp_share=0.6,
-    sustain_frac=0.03,
-)
+@detects("REWARD_COLLAPSE")
 def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
-    """Reward falls sharply and stays down after having improved: the policy broke.
+    """The reward's level falls far and stays down: the policy broke.
 
-    A policy that has learned something can lose it within a few updates: one oversized step
-    (a loss or gradient spike, a learning rate too high for the current curvature, a stale or
-    corrupted batch) moves it to a region where it writes worse answers, and on-policy RL then
-    trains on those worse rollouts, so it rarely finds its way back. The reward curve shows a
-    cliff, not a slope: most of the gain is erased within a few steps and it stays down.
+    A policy that earned a reward can lose it within a few updates: one oversized step (a loss
+    or gradient spike, a learning rate too high for the current curvature, a stale or corrupted
+    batch) moves it to where it writes worse answers, and on-policy RL then trains on those
+    worse rollouts, so it rarely finds its way back. Runs that start high (an instruct model on
+    an easy task) collapse the same way without any improvement first.
 
-    The detector needs a real improvement first (the level before the fall well above the
-    run's opening level, against noise and against the per-rollout reward spread), then a fall
-    that erases at least half of that gain, dwarfs the level's usual wander, happens within a
-    short window (3% of the run, at most ~25 steps) and does not come back. When entropy blew
-    up or collapsed, completions started hitting the length cap, generations started looping,
-    every rollout now earns the same reward, or the groups polarised as entropy fell, those are
-    the likelier causes (ENTROPY_BLOWUP, ENTROPY_COLLAPSE, TRUNCATION_STARVE,
-    REPETITION_SPIRAL, REWARD_STD_DEATH, DEGENERATE_GROUPS) and this is reported as info.
+    The test works on levels, not on single points: the reward series is cut into segments of
+    constant level (binary segmentation under the series' own noise, with a binomial floor
+    when the reward is a batch mean of a few-valued reward), and a fall from one segment to
+    the next must (1) be at least min_drop_noise standard errors of the two levels, (2) lose
+    at least drop_warn of the reward's height above its floor (reward_min, else 0 for a reward
+    that is never negative), and (3) not come back: the last points stay nearer the fallen
+    level than the old one. A dip the run recovers from is not a collapse. The onset is the
+    first logged point where the reward sat below the midpoint of the two levels and kept
+    doing so. Critical at drop_critical. Causes the catalog links (an entropy blow-up,
+    truncation, a gradient pathology, ...) rank above it and it says so.
     """
     feat = ctx.features("reward_mean")
-    if feat is None or len(feat) < 20:
+    if feat is None or len(feat) < 8:
         return None
-    grid = Grid.of(ctx)
-    n = len(feat)
-    value = ffill(np.where(np.isfinite(feat.value), feat.value, np.nan))
-    w = sharp_window(grid)
-    level = trailing_median(value, max(5, w))
-    # noise from the first 30% of the run: a dead stretch later (all rewards equal) has no jitter
-    noise = diff_noise(value[: max(10, int(0.3 * n))])
+    value = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(value)
+    if ok.sum() < 8:
+        return None
+    n = len(value)
+    noise = bounded_noise(value)
     if not np.isfinite(noise) or noise <= 0:
-        noise = max(abs(feat.b_median) * 0.01, 1e-9)
-    level_noise = 1.25 * noise / math.sqrt(max(5, w))  # sd of a median of that many points
-    opening = nanmedian(value[: max(3, int(0.05 * n))])
-    peak = np.fmax.accumulate(np.where(np.isfinite(level), level, -np.inf))
-    gain = peak - opening
-    fall = peak - level
-    with np.errstate(invalid="ignore", divide="ignore"):
-        erased = np.where(gain > 0, fall / gain, 0.0)
-    base = (gain >= p["min_gain_noise"] * level_noise) & (fall >= p["min_drop_noise"] * level_noise)
-    std = ctx.features("reward_std")
-    sustain = sustain_points(n, p["sustain_frac"])
-    # Candidates come from the running best, which noise biases up; each is then judged on plain
-    # segment medians. A rejected candidate (a dip, a noise excursion) does not hide a later one.
-    not_before = max(3, int(0.05 * n))
-    for _ in range(8):
-        episode = find_episode(
-            feat, warn=base & (erased >= p["erased_warn"]), critical=base & (erased >= p["erased_critical"]),
-            sustain=sustain, refine_with=value, not_before=not_before,
-        )
-        if episode is None:
-            return None
-        verdict = _judge_collapse(ctx, grid, feat, value, episode, opening, noise, w, sustain, p)
-        if verdict is not None:
-            break
-        not_before = episode.end + 1
-    else:
         return None
-    held_erased, evidence = verdict
-    severity = "critical" if held_erased >= p["erased_critical"] else "warn"
-    notes = []
-    g_on, g_start, g_end = (int(grid.index_of(feat.step[k : k + 1])[0]) for k in (episode.onset, episode.start, episode.end))
-    pre = max(3, 2 * sustain)
-    ent = entropy_state(ctx, grid, g_on, g_on, min(g_end, g_start + 2 * w), pre)
-    if ent is not None:
-        evidence["entropy_peak_ratio_to_baseline"] = ent["peak_ratio_to_baseline"]
-        if ent["peak_ratio_to_baseline"] > 2.5:
-            severity = "info"
-            notes.append("entropy blew up at the same time (see ENTROPY_BLOWUP)")
-        elif ent["ratio_to_baseline"] < 0.2:
-            severity = "info"
-            notes.append("entropy collapsed at the same time (see ENTROPY_COLLAPSE)")
-    # A policy broken by a bad update gets more random; one that polarises per prompt (every
-    # group all-right or all-wrong) gets more confident, and its reward falls when the groups it
-    # now always fails outnumber the ones it always solves: almost every group degenerate, or
-    # many more of them while entropy fell.
-    zvf = metric_track(ctx, grid, "zero_variance_group_frac")
-    zvf_rise = rise_of(ctx, grid, "zero_variance_group_frac", g_on, g_start, g_end, pre)
-    if zvf is not None and zvf_rise is not None:
-        zvf_level = nanmedian(zvf.value[window(g_start, g_end + 1, len(grid))])
-        evidence["zero_variance_group_frac_during"] = zvf_level
-        fell = ent is not None and ent["ratio_to_before"] < 0.9
-        if zvf_rise > 0.3 and (zvf_level >= 0.85 or fell) and severity != "info":
-            severity = "info"
-            notes.append("GRPO groups polarised into all-right or all-wrong (see DEGENERATE_GROUPS)")
-    for metric in ("max_len_hit_frac", "truncation_rate"):
-        rise = rise_of(ctx, grid, metric, g_on, g_start, g_end, pre)
-        if rise is not None:
-            evidence[f"{metric}_rise"] = rise
-            if rise > 0.15:
-                severity = "info"
-                notes.append("completions started hitting the length cap (see TRUNCATION_STARVE)")
+    floor = reward_floor(ctx, value)
+    sustain = sustain_points(n, p["sustain_frac"], floor=int(p["min_points"]))
+    tail = value[max(0, n - max(3, sustain)) :]
+    final = nanmedian(tail)
+    opening = nanmedian(value[: max(3, int(0.05 * n))])
+    shifts = level_shifts(value, noise, min_size=int(p["min_points"]), lookback=max(8, n // 3))
+    for j, shift in enumerate(shifts):
+        drop = shift.before - shift.after
+        height = shift.before - floor
+        if drop <= 0 or height <= 0 or -shift.z < p["min_drop_noise"]:
+            continue
+        # the level it held before (a fall in stages counts from the first stage's level) and the
+        # level it ended at (a fall that continues counts to its bottom)
+        top, top_lo = shift.before, shift.start
+        for prev in reversed(shifts[:j]):
+            if prev.after >= prev.before:
                 break
-    rep = metric_track(ctx, grid, "repetition_rate")
-    if rep is not None and np.isfinite(rep.b_median) and rep.b_median > 0:
-        rep_ratio = nanmedian(rep.smooth[window(g_start, g_end + 1, len(grid))]) / rep.b_median
-        evidence["repetition_ratio_to_baseline"] = rep_ratio
-        if rep_ratio > 2.0:
-            severity = "info"
-            notes.append("generations started looping (see REPETITION_SPIRAL)")
-    if std is not None and np.isfinite(std.b_median) and std.b_median > 0:
-        # from the fall to the end of the run: the variance may die a little after the fall began
-        std_now = nanmedian(on_rows(grid, feat, grid.place(std, "smooth"))[episode.start :]) / std.b_median
-        evidence["reward_std_ratio_to_baseline"] = std_now
-        if std_now < 0.2:
-            severity = "info"
-            notes.append("every rollout now earns the same reward (see REWARD_STD_DEATH)")
-    note = f" Likely a symptom: {'; '.join(notes)}." if notes else ""
-    strength = held_erased / p["erased_warn"] - 1.0
-    return make_finding(
-        ctx, "REWARD_COLLAPSE", Episode(episode.start, episode.end, severity, episode.onset), feat,
-        confidence(strength, 0.4, episode.end - episode.start + 1, sustain),
-        f"Reward collapsed: after improving from {opening:.3g} to {evidence['reward_peak_before']:.3g} it fell to "
-        f"{evidence['reward_after']:.3g}, "
-        f"erasing {held_erased:.0%} of the gain, and has not recovered.{note}",
-        evidence,
-        [
-            "Roll back to the last checkpoint before the onset and resume with a lower learning rate.",
-            "Look for a loss or grad-norm spike, or a bad batch, just before the onset; tighten gradient clipping.",
-            "Compare the linked samples from after the onset with earlier ones to see what broke.",
-        ],
-        sample_order="step ASC",
-    )
+            top, top_lo = prev.before, prev.start
+        height = top - floor
+        bottom = min(shift.after, final)
+        share = (top - bottom) / height
+        if (top - shift.after) / height < p["drop_warn"]:
+            continue
+        if final >= top - 0.3 * (top - shift.after):
+            continue  # it came back (most of the way): a dip, not a collapse
+        mid = top - 0.5 * (top - shift.after)
+        below = ok & (value <= mid)
+        hit = held_stretch(below, sustain, not_before=max(0, shift.at - 2))
+        if hit is None:
+            continue
+        start, end = hit
+        end = n - 1 if final <= mid else end
+        severity = "critical" if share >= p["drop_critical"] else "warn"
+        first_step = feat.step_at(start)
+        before_lo = feat.step_at(top_lo)
+        evidence: dict[str, Any] = {
+            "reward_before": top,
+            "reward_after": shift.after,
+            "reward_final": final,
+            "reward_floor": floor,
+            "share_of_height_lost": share,
+            "drop_in_standard_errors": -shift.z,
+            "reward_noise_per_point": noise,
+            "reward_opening": opening,
+        }
+        improved = f" after improving from {opening:.3g}" if top - opening > 2.0 * noise else ""
+        since = (f"and has not recovered (last points: {final:.3g})" if final <= shift.after + 0.25 * (top - shift.after)
+                 else f"and has only partly recovered (last points: {final:.3g})")
+        strength = share / p["drop_warn"] - 1.0
+        return make_finding(
+            ctx, "REWARD_COLLAPSE", Episode(start, end, severity, start), feat,
+            confidence(strength, 0.6, end - start + 1, sustain, floor=0.45),
+            f"Reward collapsed from step {first_step}: its level fell from {top:.3g} (steps {before_lo}-"
+            f"{feat.step_at(max(0, shift.at - 1))}){improved} to {shift.after:.3g}"
+            + (f" and then {bottom:.3g}" if bottom < shift.after - 2.0 * noise else "")
+            + f", losing {share:.0%} of its height above {floor:.3g} ({-shift.z:.0f} standard errors), {since}.",
+            evidence,
+            [
+                "Roll back to the last checkpoint before the onset and resume with a lower learning rate.",
+                "Look for a loss or grad-norm spike, or a bad batch, just before the onset; tighten gradient clipping.",
+                "Compare the linked samples from after the onset with earlier ones to see what broke.",
+            ],
+            sample_order="step ASC",
+        ).model_copy(update={"ongoing": True})
+    return None
 
 
 def slope(track: Track, lo: int, hi: int) -> float:
@@ -861,9 +680,9 @@ def component_weights(reward: Track | None, tracks: list[Track]) -> dict[str, fl
 
 def sample_stats(ctx: DetectorContext, grid: Grid) -> dict[str, np.ndarray] | None:
     """v1.feat_reward_samples on the grid: grid index, reward_sd, len_reward_corr, distinct_share."""
-    memo = _memo(ctx)
-    if "samples" not in memo:
-        memo["samples"] = None
+    cache = memo(ctx)
+    if "samples" not in cache:
+        cache["samples"] = None
         if ctx.has_samples:
             table = ctx.query(
                 "SELECT step, reward_sd, len_reward_corr, distinct_share FROM v1.feat_reward_samples "
@@ -872,8 +691,8 @@ def sample_stats(ctx: DetectorContext, grid: Grid) -> dict[str, np.ndarray] | No
             if table.num_rows:
                 out = {name: table.column(name).to_numpy(zero_copy_only=False).astype(float) for name in table.column_names}
                 out["idx"] = grid.index_of(out.pop("step"))
-                memo["samples"] = out
-    return memo["samples"]
+                cache["samples"] = out
+    return cache["samples"]
 
 
 def sample_median(stats: dict[str, np.ndarray] | None, column: str, lo: int, hi: int, at_least: int = 5) -> float | None:
@@ -892,35 +711,9 @@ def length_coupling(ctx: DetectorContext, grid: Grid, before: tuple[int, int], d
     return None if b is None or d is None else (b, d)
 
 
-def rollout_spread(ctx: DetectorContext, grid: Grid, hi: int) -> float | None:
-    """A per-rollout reward spread before grid point hi: the larger of reward_std's early level and
-    the captured samples' median reward spread (reward_std may be a within-group std)."""
-    out = []
-    std = ctx.features("reward_std")
-    if std is not None and np.isfinite(std.b_median) and std.b_median > 0:
-        out.append(float(std.b_median))
-    sd = sample_median(sample_stats(ctx, grid), "reward_sd", 0, hi - 1)
-    if sd is not None:
-        out.append(sd)
-    return max(out) if out else None
 
 
-@detector(
-    "REWARD_HACK_LENGTH",
-    "Reward hacking through length",
-    needs_all=("completion_len_mean", "reward_mean"),
-    ratio_warn=1.5,
-    ratio_critical=2.5,
-    reward_rise_min=1.0,
-    correct_rise_max=1.0,
-    stall_ratio=0.0,
-    correct_share_max=0.5,
-    coupling_min=0.2,
-    coupling_rise=0.2,
-    sustain_frac=0.03,
-    format_pattern=FORMAT_PATTERN,
-    correct_pattern=CORRECT_PATTERN,
-)
+@detects("REWARD_HACK_LENGTH")
 def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Reward rises because completions get longer, not better.
 
@@ -1022,20 +815,7 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
     )
 
 
-@detector(
-    "FORMAT_GAMING",
-    "A format reward pins at its ceiling while correctness stagnates",
-    needs_all=("reward_mean",),
-    rise_z=5.0,
-    late_share=0.7,
-    near_ceiling=0.15,
-    correct_rise_max=1.0,
-    stall_ratio=0.25,
-    fall_critical=3.0,
-    sustain_frac=0.03,
-    format_pattern=FORMAT_PATTERN,
-    correct_pattern=CORRECT_PATTERN,
-)
+@detects("FORMAT_GAMING")
 def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """A format component pins at its ceiling while the correctness components stagnate or fall.
 

@@ -2,11 +2,17 @@
 -- kind: feature
 -- depends: steps
 -- doc: Every logged grad_norm step against the local level of its own run: log_ratio is
--- doc: ln(grad_norm) minus the median, over the 21 surrounding bins, of the per-bin mean of
--- doc: ln(grad_norm) (bins of consecutive steps sized like doctor_binned's: at most 1,000 per
--- doc: run, one step each for runs of up to 1,000 steps). A spike is a step far above that level;
--- doc: a slow trend moves the level with it and never looks like a spike. noise_scale is the
--- doc: run's robust spread of log_ratio (1.4826 MAD over all its steps), so a detector can ask
+-- doc: ln(grad_norm) minus the local level of the per-bin mean of ln(grad_norm): the median over the
+-- doc: 21 surrounding bins, or the 75th percentile over the 201 surrounding bins if that is higher
+-- doc: (bins of consecutive steps sized like doctor_binned's: at most 1,000 per run, one step each
+-- doc: for runs of up to 1,000 steps). A spike is a step far above the level a quarter of a wide
+-- doc: stretch of steps reach: in group-relative RL only batches with reward variance (and the
+-- doc: first of two optimizer updates per batch) give a sizeable gradient, so the median of a
+-- doc: mostly-degenerate stretch is not the level of an informative step, and such steps can come
+-- doc: in bursts a few dozen steps apart. A slow trend moves the local median with it and never
+-- doc: looks like a spike. noise_scale is the
+-- doc: run's robust spread of log_ratio (1.4826 MAD about its median, over all its steps: the
+-- doc: level is an upper quantile, so log_ratio sits below 0 on most steps), so a detector can ask
 -- doc: for spikes that stand out from this run's own noise rather than from a fixed multiple. Zero grad norms (steps skipped on dead
 -- doc: batches) carry no log value and no log_ratio; non-finite ones have nonfinite = true.
 -- columns: run_id VARCHAR, step BIGINT, grad_norm DOUBLE, log_level DOUBLE, log_ratio DOUBLE,
@@ -37,15 +43,21 @@ WITH g AS (
 ), levels AS (
     SELECT
         run_id, bin,
-        median(bin_lg) OVER (PARTITION BY run_id ORDER BY bin ROWS BETWEEN 10 PRECEDING AND 10 FOLLOWING) AS log_level
+        greatest(
+            median(bin_lg) OVER (PARTITION BY run_id ORDER BY bin ROWS BETWEEN 10 PRECEDING AND 10 FOLLOWING),
+            quantile_cont(bin_lg, 0.75) OVER (PARTITION BY run_id ORDER BY bin ROWS BETWEEN 100 PRECEDING AND 100 FOLLOWING)
+        ) AS log_level
     FROM bins
 ), ratios AS (
     SELECT t.run_id, t.step, t.grad_norm, l.log_level, t.lg - l.log_level AS log_ratio, t.nonfinite
     FROM tagged AS t
     JOIN levels AS l ON l.run_id = t.run_id AND l.bin = t.bin
+), centred AS (
+    SELECT *, log_ratio - median(log_ratio) OVER (PARTITION BY run_id) AS dev
+    FROM ratios
 )
 SELECT
     run_id, step, grad_norm, log_level, log_ratio,
-    1.4826 * median(abs(log_ratio)) OVER (PARTITION BY run_id) AS noise_scale,
+    1.4826 * median(abs(dev)) OVER (PARTITION BY run_id) AS noise_scale,
     nonfinite
-FROM ratios;
+FROM centred;

@@ -29,9 +29,10 @@ CREATE OR REPLACE MACRO v1.globs(suffix) AS CASE
     ELSE list_transform(getvariable('rlprobe_scope')::VARCHAR[], lambda d: v1.glob_escape(rtrim(d, '/')) || '/**/' || suffix)
 END;
 
+-- (?s): a folder name may hold a newline, and '.' must match it too (else the path reads as '')
 CREATE OR REPLACE MACRO v1.rec_dir(path) AS regexp_extract(
     path,
-    '^(.*)/(manifest\.json|steps\.parquet|steps/part-[^/]*\.parquet|samples/shard-[^/]*\.parquet|events\.jsonl)$',
+    '(?s)^(.*)/(manifest\.json|steps\.parquet|steps/part-[^/]*\.parquet|samples/shard-[^/]*\.parquet|events\.jsonl)$',
     1);
 
 CREATE OR REPLACE MACRO v1.run_dir(rec_dir) AS regexp_replace(rec_dir, '/rank-[0-9]+$', '');

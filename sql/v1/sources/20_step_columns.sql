@@ -4,7 +4,7 @@
 -- doc: Every known StepRecord column with its type and no rows. Unioned by name under the
 -- doc: files so that a column a run never logged reads as NULL instead of failing the query.
 -- doc: Kept in step with rlprobe/schemas.py (tests/test_sql_contract.py checks it).
--- columns: step, reward_mean, reward_std, reward_min, reward_max, kl_mean, kl_max, entropy_mean, logprob_mean, ratio_mean, ratio_p95, clip_fraction, adv_mean, adv_std, adv_zero_frac, group_reward_std_mean, zero_variance_group_frac, value_loss, value_explained_variance, value_clip_fraction, loss, lr, grad_norm, grad_norm_post_clip, nan_count, inf_count, weight_update_ratio, completion_len_mean, completion_len_p95, completion_len_max, max_len_hit_frac, eos_rate, repetition_rate, truncation_rate, step_time_s, generation_time_s, optimization_time_s, batch_age, logprob_mismatch, wall_time, kl_positional, filename
+-- columns: step, reward_mean, reward_std, reward_min, reward_max, kl_mean, kl_max, entropy_mean, logprob_mean, ratio_mean, ratio_p95, clip_fraction, adv_mean, adv_std, adv_zero_frac, group_reward_std_mean, zero_variance_group_frac, value_loss, value_explained_variance, value_clip_fraction, loss, lr, grad_norm, grad_norm_post_clip, nan_count, inf_count, weight_update_ratio, completion_len_mean, completion_len_p95, completion_len_max, max_len_hit_frac, eos_rate, repetition_rate, truncation_rate, step_time_s, generation_time_s, optimization_time_s, batch_age, logprob_mismatch, wall_time, kl_positional, filename, file_row_number
 
 CREATE OR REPLACE VIEW v1.step_columns AS
 SELECT
@@ -50,6 +50,7 @@ SELECT
     CAST(NULL AS DOUBLE) AS wall_time,
     CAST(NULL AS DOUBLE[]) AS kl_positional,
     CAST(NULL AS VARCHAR) AS filename,
+    CAST(NULL AS BIGINT) AS file_row_number,
     -- DuckDB's read_* with allow_empty returns one column named "empty" when no file
     -- matches; naming it here lets the sources always drop it with EXCLUDE.
     CAST(NULL AS BOOLEAN) AS "empty"

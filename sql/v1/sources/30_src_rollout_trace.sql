@@ -38,7 +38,7 @@ WITH files AS (
         coalesce(
             getvariable('rlprobe_rollout_traces')[filename],
             CASE WHEN filename LIKE '%/rollout_trace.jsonl'
-                 THEN v1.run_dir(regexp_extract(filename, '^(.*)/rollout_trace\.jsonl$', 1))
+                 THEN v1.run_dir(regexp_extract(filename, '(?s)^(.*)/rollout_trace\.jsonl$', 1))
                  ELSE filename END) AS run_dir
     FROM files
 ), split AS (

@@ -1,11 +1,14 @@
 -- name: src_steps
 -- kind: source
 -- depends: paths, step_columns
--- doc: Step rows from every recording below the root, with where they came from. A live run
--- doc: writes immutable steps/part-*.parquet files; close() compacts them into steps.parquet. Where
--- doc: both exist (the instant between compaction's rename and the parts' removal), the compacted
--- doc: file wins: the choice is made per file, never by comparing rows. Columns that differ across
--- doc: files (schema evolution) are unioned by name.
+-- doc: Step rows from every recording below the root, one row per step per recording, with where
+-- doc: they came from. A live run writes immutable steps/part-*.parquet files; close() compacts
+-- doc: them into steps.parquet. Where both exist (the instant between compaction's rename and the
+-- doc: parts' removal), the compacted file wins: the choice is made per file, never by comparing
+-- doc: rows. A step written more than once (logged twice, or re-run by a resumed session) is
+-- doc: merged as compaction merges it: each column keeps its last non-NULL value in write order
+-- doc: (part index, then row), so a live, crashed and closed run read the same. Columns that
+-- doc: differ across files (schema evolution) are unioned by name.
 -- columns: every step column, then rec_dir VARCHAR, run_dir VARCHAR, rank BIGINT, filename VARCHAR
 
 CREATE OR REPLACE VIEW v1.src_steps AS
@@ -18,22 +21,41 @@ WITH rows_ AS MATERIALIZED (
     -- opening is an IO error that the reader retries, never a silent gap).
     SELECT * FROM read_parquet(
         list_concat(v1.globs('steps/part-*.parquet'), v1.globs('steps.parquet')),
-        union_by_name = true, filename = true, allow_empty = true)
+        union_by_name = true, filename = true, file_row_number = true, allow_empty = true)
 ), files AS (
-    -- paths are parsed once per file, not once per row
-    SELECT filename, v1.rec_dir(filename) AS rec_dir
-    FROM (SELECT DISTINCT filename FROM rows_)
+    -- per file, once (paths are parsed per file, not per row): its write order within its
+    -- recording (the part index; the compacted file, when it is read, is alone) and its steps
+    SELECT
+        filename, v1.rec_dir(filename) AS rec_dir,
+        coalesce(TRY_CAST(regexp_extract(filename, '/part-([0-9]+)\.parquet$', 1) AS BIGINT), 0) AS file_order,
+        min(step) AS lo, max(step) AS hi, count(step) <> count(DISTINCT step) AS repeats
+    FROM rows_
+    GROUP BY filename
 ), kept AS (
     -- which copy wins is decided from the files this very scan read (rows_ is materialized,
     -- so it is read once): a second directory listing could see the compaction at another
     -- instant and drop every row, or count every row twice
-    SELECT
-        filename, rec_dir, v1.run_dir(rec_dir) AS run_dir, v1.rank_of(rec_dir) AS rank,
-        max(CASE WHEN filename LIKE '%/steps.parquet' THEN 1 ELSE 0 END)
-            OVER (PARTITION BY rec_dir) AS compacted
+    SELECT *, v1.run_dir(rec_dir) AS run_dir, v1.rank_of(rec_dir) AS rank
     FROM files
+    QUALIFY bool_or(filename LIKE '%/steps.parquet') OVER (PARTITION BY rec_dir) = (filename LIKE '%/steps.parquet')
+), checked AS (
+    -- a recording may hold a step twice only if one of its files repeats a step or two of its
+    -- files' step ranges overlap: decided per file, so the usual recording is never regrouped
+    SELECT *, bool_or(repeats OR lo <= coalesce(hi_before, lo - 1)) OVER (PARTITION BY rec_dir) AS merge
+    FROM (SELECT *, max(hi) OVER (PARTITION BY rec_dir ORDER BY lo, filename
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS hi_before
+          FROM kept)
+), chosen AS (
+    SELECT
+        r.* EXCLUDE (filename, file_row_number, "empty"), k.rec_dir, k.run_dir, k.rank, r.filename,
+        k.merge, k.file_order * 4294967296 + r.file_row_number AS write_order
+    FROM rows_ AS r
+    JOIN checked AS k ON k.filename = r.filename
 )
-SELECT r.* EXCLUDE (filename, "empty"), k.rec_dir, k.run_dir, k.rank, r.filename
-FROM rows_ AS r
-JOIN kept AS k ON k.filename = r.filename
-WHERE k.compacted = 0 OR k.filename NOT LIKE '%/steps/part-%';
+SELECT * EXCLUDE (merge, write_order) FROM chosen WHERE NOT merge
+UNION ALL BY NAME
+-- arg_max skips NULLs: per column, the last value written for the step, as compaction keeps it
+SELECT rec_dir, step, arg_max(COLUMNS(* EXCLUDE (rec_dir, step, merge, write_order)), write_order)
+FROM chosen
+WHERE merge
+GROUP BY rec_dir, step;

@@ -1,0 +1,130 @@
+"""How long `rlprobe import` takes on a 100k-step TensorBoard run, against the same run as JSONL.
+
+The run is written with tensorboard's own writer: 100k steps x 30 scalar tags (what a TRL GRPO
+run logs through HF's TensorBoardCallback, under train/). Then, in this process:
+
+- baseline: the same 100k rows as a JSONL file (one dict per step), imported;
+- tensorboard: the event file imported, with google-crc32c computing the record checksums (what
+  the `tensorboard` extra installs), split into read (records -> rows) and the whole import;
+- tensorboard, pure-Python checksums: the read alone, with tensorboard's own checksum
+  function (what happens without google-crc32c), on a tenth of the steps (it is slow), scaled.
+
+    python benchmarks/import_trackers.py            # 100k steps
+    python benchmarks/import_trackers.py --quick    # 10k steps
+
+Target (issue 14): a 100k-step TensorBoard run imports in under 10 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import base_parser, header, machine_info, print_table, target, timed, write_json  # noqa: E402
+
+TAGS = ["reward", "reward_std", "kl", "entropy", "loss", "grad_norm", "learning_rate", "frac_reward_zero_std",
+        "completions/mean_length", "completions/min_length", "completions/max_length", "completions/clipped_ratio",
+        "completions/mean_terminated_length", "completions/min_terminated_length", "completions/max_terminated_length",
+        "clip_ratio/low_mean", "clip_ratio/low_min", "clip_ratio/high_mean", "clip_ratio/high_max",
+        "clip_ratio/region_mean", "rewards/accuracy_reward/mean", "rewards/accuracy_reward/std",
+        "rewards/format_reward/mean", "rewards/format_reward/std", "num_tokens", "epoch", "step_time",
+        "sampling/sampling_logp_difference/mean", "sampling/sampling_logp_difference/max", "sampling/importance_sampling_ratio/mean"]
+
+
+def write_tb(folder: Path, steps: int) -> Path:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(folder), max_queue_size=10000)
+    for step in range(1, steps + 1):
+        values = [summary_pb2.Summary.Value(tag=f"train/{t}", simple_value=(step % 997) * 0.001 + i) for i, t in enumerate(TAGS)]
+        writer.add_event(event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary_pb2.Summary(value=values)))
+    writer.close()
+    return folder
+
+
+def write_jsonl(path: Path, steps: int) -> Path:
+    with open(path, "w") as fh:
+        for step in range(1, steps + 1):
+            fh.write(json.dumps({"step": step, **{t: (step % 997) * 0.001 + i for i, t in enumerate(TAGS)}}) + "\n")
+    return path
+
+
+def cpu_timed(fn):  # type: ignore[no-untyped-def]
+    """(wall seconds, CPU seconds of this process, result): CPU time is what a loaded 2-core box inflates least."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    result = fn()
+    return time.perf_counter() - w0, time.process_time() - c0, result
+
+
+def read_only(run: Path) -> int:
+    from rlprobe.importers.tensorboard import EventReader
+
+    return sum(1 for _ in EventReader(run).read())
+
+
+def main() -> None:
+    parser = base_parser(__doc__ or "")
+    args = parser.parse_args()
+    steps = 10_000 if args.quick else 100_000
+    info = machine_info()
+    header("import_trackers", info, {"steps": steps, "tags": len(TAGS)})
+    from rlprobe.importers import import_source
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        write_s, run = timed(lambda: write_tb(t / "tb" / "run", steps))
+        write_jsonl(t / "m.jsonl", steps)
+        size_mb = sum(f.stat().st_size for f in run.iterdir()) / 1e6
+        base_s, base_cpu, _ = cpu_timed(lambda: import_source(t / "m.jsonl", t / "from-jsonl"))
+        read_s, read_cpu, n = cpu_timed(lambda: read_only(run))
+        tb_s, tb_cpu, report = cpu_timed(lambda: import_source(run, t / "from-tb"))
+        assert report.steps == steps and n == steps
+
+        # Without google-crc32c: tensorboard's own pure-Python checksum, on a tenth of the run.
+        from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
+
+        import rlprobe.importers.tensorboard as tb_reader
+
+        small = write_tb(t / "tb" / "small", steps // 10)
+        fast_small_s, _ = timed(lambda: read_only(small))
+        saved, saved_speed = pywrap_tensorflow.crc32c, tb_reader._speed_up_checksums
+        pywrap_tensorflow.crc32c = lambda data: pywrap_tensorflow.crc_finalize(pywrap_tensorflow.crc_update(pywrap_tensorflow.CRC_INIT, data))
+        tb_reader._speed_up_checksums = lambda: None
+        try:
+            slow_small_s, _ = timed(lambda: read_only(small))
+        finally:
+            pywrap_tensorflow.crc32c, tb_reader._speed_up_checksums = saved, saved_speed
+
+    load = os.getloadavg()[0]
+    rows = [
+        ["JSONL import (baseline)", base_s, base_cpu, 1.0],
+        ["TensorBoard read (records -> rows)", read_s, read_cpu, read_s / base_s],
+        ["TensorBoard import", tb_s, tb_cpu, tb_s / base_s],
+        [f"read, pure-Python CRC (x10 of {steps // 10} steps)", slow_small_s * 10, None, slow_small_s * 10 / base_s],
+        [f"read, google-crc32c (x10 of {steps // 10} steps)", fast_small_s * 10, None, fast_small_s * 10 / base_s],
+    ]
+    print_table(f"import of {steps} steps x {len(TAGS)} tags ({size_mb:.1f} MB of events, written in {write_s:.1f} s); "
+                f"load average {load:.2f}", ["what", "wall s", "CPU s", "wall x baseline"], rows)
+    loaded = load > (os.cpu_count() or 2)
+    goal = target(tb_s, "<", 10.0, " s", unresolved=f"load average {load:.1f} on {os.cpu_count()} cpus; the CPU time is "
+                  f"{tb_cpu:.1f} s" if loaded else None) if steps == 100_000 else None
+    if goal:
+        print(f"\ntarget: TensorBoard import of 100k steps {goal['target']}: {'met' if goal['met'] else 'NOT met'} "
+              f"(wall {tb_s:.1f} s, CPU {tb_cpu:.1f} s)" + (f" (not resolved: {goal['unresolved']})" if loaded else ""))
+    write_json("import_trackers", args.out, {
+        "machine": info, "params": {"steps": steps, "tags": len(TAGS)}, "load_average": load, "event_mb": size_mb,
+        "jsonl_import_s": base_s, "tb_read_s": read_s, "tb_import_s": tb_s,
+        "jsonl_import_cpu_s": base_cpu, "tb_read_cpu_s": read_cpu, "tb_import_cpu_s": tb_cpu,
+        "read_pure_python_crc_s_scaled": slow_small_s * 10, "read_fast_crc_s_scaled": fast_small_s * 10,
+        "target": goal, "recorded_at": time.time(),
+    })
+
+
+if __name__ == "__main__":
+    main()

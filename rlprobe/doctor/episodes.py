@@ -1,0 +1,207 @@
+"""Episodes: where a condition held in a series, since when, how bad, and the Finding that says so.
+
+The building blocks every detector shares: how long a condition must hold (sustain_points),
+where a run's early level is measured (baseline_end), the first sustained stretch of a
+condition (find_episode), moving an onset back to where a drift began (hinge_onset,
+back_to_departure), confidence from strength and duration, and a Finding for an episode with
+links to the samples captured while it held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlprobe.doctor.context import DetectorContext, MetricFeatures
+from rlprobe.doctor.findings import Finding, Severity
+from rlprobe.doctor.stats import cusum_changepoint, ffill, first_sustained, squash
+
+def sustain_points(n_points: int, frac: float = 0.03, floor: int = 5) -> int:
+    """How many consecutive points a condition must hold: 3% of the run, at least `floor`."""
+    return max(floor, int(round(frac * n_points)))
+
+
+def baseline_end(n_points: int) -> int:
+    """Index just past the SQL baseline window (first 5% skipped, next 15%, at least 8 points)."""
+    skip = int(np.floor(0.05 * n_points))
+    return min(n_points, skip + max(8, int(np.floor(0.15 * n_points))))
+
+
+@dataclass(frozen=True)
+class Episode:
+    """Where a condition held: indexes into a MetricFeatures, plus its severity."""
+
+    start: int
+    end: int
+    severity: Severity
+    onset: int  # refined start (where the shift began), <= start
+
+    def steps(self, feat: MetricFeatures) -> tuple[int, int]:
+        """(first_step, last_step) of the episode, onset included."""
+        return feat.step_at(self.onset), int(feat.step_hi[self.end])
+
+
+def find_episode(
+    feat: MetricFeatures,
+    warn: np.ndarray,
+    critical: np.ndarray,
+    sustain: int,
+    refine_with: np.ndarray | None = None,
+    not_before: int = 0,
+) -> Episode | None:
+    """The first sustained run of `warn`, upgraded to critical if `critical` is sustained too.
+
+    The onset is refined backwards with a CUSUM changepoint over the series that drives the
+    condition, because a threshold is crossed well after a drift begins.
+    """
+    warn = np.asarray(warn, dtype=bool).copy()
+    critical = np.asarray(critical, dtype=bool).copy()
+    warn[:not_before] = False
+    critical[:not_before] = False
+    hit = first_sustained(warn | critical, sustain)
+    if hit is None:
+        return None
+    start, end = hit
+    crit_hit = first_sustained(critical[start:], sustain)
+    severity: Severity = "critical" if crit_hit is not None else "warn"
+    onset = start
+    if refine_with is not None:
+        lo = max(not_before, start - 4 * sustain)
+        k = cusum_changepoint(np.asarray(refine_with[lo : start + sustain], dtype=float))
+        if k is not None:
+            onset = min(start, lo + k)
+    return Episode(start, end, severity, onset)
+
+
+def confidence(strength: float, at_half: float, duration: int, sustain: int, floor: float = 0.35) -> float:
+    """Confidence from how far past the threshold (strength) and for how long (duration)."""
+    depth = squash(strength, at_half)
+    length = min(1.0, duration / (3.0 * sustain))
+    return round(min(0.99, floor + (1.0 - floor) * (0.6 * depth + 0.4 * length)), 3)
+
+
+def make_finding(
+    ctx: DetectorContext,
+    signature_id: str,
+    episode: Episode,
+    feat: MetricFeatures,
+    conf: float,
+    explanation: str,
+    evidence: dict[str, Any],
+    actions: list[str],
+    sample_order: str = "abs(advantage) DESC NULLS LAST",
+) -> Finding:
+    """A Finding for an episode, with links to the samples captured while it held."""
+    first_step, last_step = episode.steps(feat)
+    try:
+        links = ctx.sample_ids(first_step, last_step, order_by=sample_order)
+    except Exception:  # samples captured without the column the order needs (in-memory views)
+        links = ctx.sample_ids(first_step, last_step, order_by="step DESC")
+    return Finding(
+        signature_id=signature_id,
+        severity=episode.severity,
+        confidence=conf,
+        first_step=first_step,
+        last_step=last_step,
+        explanation=explanation,
+        evidence={k: _round(v) for k, v in evidence.items()},
+        suggested_actions=actions,
+        links_to_samples=links,
+    )
+
+
+def _round(value: Any) -> Any:
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return v if not np.isfinite(v) else float(f"{v:.4g}")
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def hinge_onset(episode: Episode, series: np.ndarray, not_before: int, sustain: int) -> Episode:
+    """Move an episode's onset back to where a ramp leading into it began.
+
+    A threshold is crossed well after a slow ramp begins, and a CUSUM over a short window
+    finds the middle of the ramp. Here a flat-then-linear ("hockey stick") line is fitted by
+    least squares over everything from `not_before` to just past the episode start, and the
+    knot is the onset: a slow healthy drift before the ramp is absorbed by the flat part.
+    """
+    lo, hi = max(0, not_before), min(len(series), episode.start + sustain + 1)
+    y = ffill(np.asarray(series[lo:hi], dtype=float))
+    ok = np.isfinite(y)
+    if ok.sum() < 8:
+        return episode
+    x = np.arange(len(y), dtype=float)[ok]
+    y = y[ok]
+    knots = x[2:-3]
+    if len(knots) > 200:  # candidate knots: at most 200, evenly spread
+        knots = knots[np.linspace(0, len(knots) - 1, 200).astype(int)]
+    if len(knots) == 0:
+        return episode
+    # least squares of y = a + b * max(x - k, 0) for every knot k at once
+    h = np.maximum(x[None, :] - knots[:, None], 0.0)
+    hc = h - h.mean(axis=1, keepdims=True)
+    yc = y - y.mean()
+    var_h = (hc * hc).sum(axis=1)
+    cov = hc @ yc
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sse = float(yc @ yc) - np.where(var_h > 0, cov * cov / var_h, 0.0)
+    knot = int(knots[int(np.argmin(sse))])
+    return Episode(episode.start, episode.end, episode.severity, min(lo + knot, episode.onset))
+
+
+def back_to_departure(episode: Episode, above: np.ndarray, floor: int) -> Episode:
+    """Move an episode's onset back over the points just before it that were already departing.
+
+    A threshold is crossed well after a drift begins; walking back while the series is still
+    above a lower 'departure' level (e.g. 1.5x its baseline) finds where the rise started.
+    """
+    i = episode.start
+    while i > floor and above[i - 1]:
+        i -= 1
+    return Episode(episode.start, episode.end, episode.severity, min(episode.onset, i))
+
+
+def held_stretch(cond: np.ndarray, sustain: int, share: float = 0.8, not_before: int = 0) -> tuple[int, int] | None:
+    """The first stretch where a condition holds, judged point by point with no smoothing delay.
+
+    It starts at the first point (from not_before on) where cond holds and keeps holding on at
+    least `share` of the points of the next `sustain` (itself included): one noisy point inside
+    does not break it, and its start is exactly where the condition first held. It ends at the
+    last point where cond holds before `sustain` points in a row where it does not (or at the
+    last point). (start, end) indexes, end inclusive; None when no such stretch exists.
+    """
+    c = np.asarray(cond, dtype=bool)
+    n = len(c)
+    need = max(1, int(np.ceil(share * sustain)))
+    csum = np.concatenate([[0], np.cumsum(c)])
+    start = None
+    for i in range(max(0, not_before), n):
+        if not c[i]:
+            continue
+        hi = min(n, i + sustain)
+        if hi - i < sustain:
+            break  # not enough points left to confirm anything
+        if csum[hi] - csum[i] >= need:
+            start = i
+            break
+    if start is None:
+        return None
+    end = start
+    gap = 0
+    for j in range(start + 1, n):
+        if c[j]:
+            end, gap = j, 0
+        else:
+            gap += 1
+            if gap >= sustain:
+                break
+    return start, end
+
+
+def still_holds(cond: np.ndarray, end: int, sustain: int) -> bool:
+    """True when the stretch ending at `end` reaches the last logged points (it has not ended)."""
+    return end >= len(cond) - max(1, sustain)

@@ -1,0 +1,178 @@
+"""Where the doctor's views point: at a recording, at a copy of one run, a chunk of runs, a live tick.
+
+The detectors and the feature views (sql/v*/detectors/) read v1.steps and v1.samples by name.
+What those names stand for changes with what is being diagnosed: the recording's files, a
+sorted in-memory copy of them (read once, queried many times), the copy narrowed to one run of
+a chunk, tables held in memory (diagnose_tables), or a live watcher's tables narrowed to the rows
+a tick changed. This module is the one place that re-points them; everything else asks it to.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from rlprobe.schemas import SAMPLE_COLUMN_TYPES
+from rlprobe.store import sqlfiles
+from rlprobe.store.engine import new_connection, run
+
+# the views the detectors read, and the order their copies are kept in (a per-run filter then
+# skips other runs' row groups)
+ORDER = {"steps": "run_id, step", "samples": "run_id"}
+
+
+def point(con: duckdb.DuckDBPyConnection, view: str, select_sql: str) -> None:
+    """Make v1.<view> stand for select_sql."""
+    run(con, f"CREATE OR REPLACE VIEW v1.{view} AS {select_sql}", fetch="none")
+
+
+def create_features(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the doctor's feature views (sql/v*/detectors/) over whatever v1.steps and v1.samples are now."""
+    for f in sqlfiles.load(max(sqlfiles.versions())):
+        if f.kind == "feature":
+            run(con, f.sql, fetch="none")
+
+
+def point_at_recording(con: duckdb.DuckDBPyConnection) -> None:
+    """v1.steps and v1.samples read the recording's files again (sql/v*/views), not a copy."""
+    for f in sqlfiles.load(max(sqlfiles.versions())):
+        if f.kind == "view" and f.name in ORDER:
+            run(con, f.sql, fetch="none")
+
+
+def point_at_copies(con: duckdb.DuckDBPyConnection, where: str | None = None, views: Iterable[str] = tuple(ORDER),
+                    prefix: str = "doctor_") -> None:
+    """v1.<view> reads the copy <prefix><view>, filtered by where."""
+    for view in views:
+        point(con, view, f"SELECT * FROM {prefix}{view}" + (f" WHERE {where}" if where else ""))
+
+
+def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None) -> None:
+    """Copy steps and samples (the rows where `where` holds) once, sorted by run, point the views
+    at the copies and build the feature views over them."""
+    for view, order in ORDER.items():
+        filt = f" WHERE {where}" if where else ""
+        run(con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view}{filt} ORDER BY {order}", fetch="none")
+    point_at_copies(con, where)
+    create_features(con)
+
+
+def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection whose v1.steps (and v1.samples) are the given tables, with the doctor's features."""
+    con = new_connection()
+    con.execute("CREATE SCHEMA v1")
+    con.register("rlprobe_steps_input", steps)
+    point(con, "steps", "SELECT * FROM rlprobe_steps_input")
+    if samples is None:
+        samples = pa.table({"run_id": pa.array([], pa.string())})
+    for name, sql_type in SAMPLE_COLUMN_TYPES.items():  # every column the samples view has on disk
+        if name not in samples.column_names:
+            arrow_type = {"BIGINT": pa.int64(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(), "BIGINT[]": pa.list_(pa.int64())}.get(sql_type, pa.string())
+            samples = samples.append_column(name, pa.nulls(samples.num_rows, arrow_type))
+    con.register("rlprobe_samples_input", samples)
+    point(con, "samples", "SELECT * FROM rlprobe_samples_input")
+    create_features(con)
+    return con
+
+
+def split(table: pa.Table, key: str) -> dict[str, pa.Table]:
+    """Consecutive row groups of a table sorted by key, as {key value: sub-table}."""
+    if table.num_rows == 0:
+        return {}
+    keys = table.column(key).to_numpy(zero_copy_only=False)
+    edges = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    starts = np.concatenate([[0], edges])
+    ends = np.concatenate([edges, [len(keys)]])
+    return {str(keys[a]): table.slice(a, b - a) for a, b in zip(starts, ends)}
+
+
+# Runs whose steps add up to about this many are diagnosed together: one feature pass, one pass
+# per feat_* view. It bounds the memory of the window passes on a root of thousands of runs.
+CHUNK_STEPS = 1_000_000
+_IN_CHUNK = "list_contains(getvariable('rlprobe_doctor_runs'), run_id)"
+_IN_RUN = "run_id = getvariable('rlprobe_doctor_run')"
+
+
+class RootSession:
+    """Diagnosing many runs over one connection.
+
+    Runs are taken in chunks of about CHUNK_STEPS steps. For a chunk the features pass runs
+    once over all its runs; then v1.steps and v1.samples are narrowed to the run being
+    diagnosed, so a detector's follow-up query costs one run, not the root; and a `feat_*` view
+    is computed for the whole chunk the first time a detector asks for it (one pass), then
+    served from that table filtered by run.
+    """
+
+    _FEAT = re.compile(r"\bv1\.(feat_\w+)")
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, runs: list[dict[str, Any]], features_sql: str,
+                 chunk_steps: int | None = None) -> None:
+        self.con = con
+        self.features_sql = features_sql
+        chunk_steps = chunk_steps or CHUNK_STEPS
+        self.chunk_of: dict[str, int] = {}
+        self.chunks: list[list[str]] = []
+        self.chunk_dirs: list[list[str]] = []
+        size = 0
+        for info in runs:
+            if not self.chunks or size + int(info["steps"]) > chunk_steps and self.chunks[-1]:
+                self.chunks.append([])
+                self.chunk_dirs.append([])
+                size = 0
+            if info["run_id"] not in self.chunk_of:
+                self.chunks[-1].append(info["run_id"])
+                self.chunk_of[info["run_id"]] = len(self.chunks) - 1
+            # a run_id in two folders is read from both, in the chunk it first came in
+            self.chunk_dirs[self.chunk_of[info["run_id"]]].append(info["run_dir"])
+            size += int(info["steps"])
+        self.current: int | None = None
+        self.features_by_run: dict[str, pa.Table] = {}
+        self.cached: set[str] = set()
+
+    def _load_chunk(self, index: int) -> None:
+        for name in self.cached:
+            run(self.con, f"DROP TABLE IF EXISTS doctor_cache_{name}", fetch="none")
+        self.cached = set()
+        self.current = index
+        run(self.con, "SET VARIABLE rlprobe_doctor_runs = ?", [self.chunks[index]], fetch="none")
+        # Only this chunk's runs are read (their folders alone are listed), and only they are
+        # held in memory: a root of thousands of runs costs one chunk's memory, not the root's.
+        point_at_recording(self.con)
+        run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [self.chunk_dirs[index]], fetch="none")
+        try:
+            for view, order in ORDER.items():
+                run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view} "
+                              f"WHERE {_IN_CHUNK} ORDER BY {order}", fetch="none")
+        finally:
+            run(self.con, "RESET VARIABLE rlprobe_scope", fetch="none")
+        point_at_copies(self.con, _IN_CHUNK)
+        create_features(self.con)
+        self.features_by_run = split(run(self.con, self.features_sql), "run_id")
+        point_at_copies(self.con, _IN_RUN)
+
+    def focus(self, run_id: str) -> None:
+        """Point the narrowed views at one run (computing its chunk's features first if needed)."""
+        if self.chunk_of[run_id] != self.current:
+            self._load_chunk(self.chunk_of[run_id])
+        run(self.con, "SET VARIABLE rlprobe_doctor_run = ?", [run_id], fetch="none")
+
+    def cache_features_of(self, sql: str) -> None:
+        """Compute (once, for every run of the chunk) the feat_* views a detector query reads."""
+        names = [n for n in dict.fromkeys(self._FEAT.findall(sql)) if n not in self.cached]
+        if not names:
+            return
+        # widen everything a feat_* view may read to the chunk for the one pass
+        point_at_copies(self.con, _IN_CHUNK)
+        for name in sorted(self.cached):
+            point(self.con, name, f"SELECT * FROM doctor_cache_{name}")
+        try:
+            for name in names:
+                run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id", fetch="none")
+                self.cached.add(name)
+        finally:
+            point_at_copies(self.con, _IN_RUN)
+            point_at_copies(self.con, _IN_RUN, sorted(self.cached), prefix="doctor_cache_")

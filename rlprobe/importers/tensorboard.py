@@ -1,0 +1,187 @@
+"""TensorBoard event files (`events.out.tfevents.*`), read with the `tensorboard` package.
+
+A run is a folder holding event files (several files = a run resumed, read in name order, a
+later value winning per step and tag); a logdir with runs in subfolders is a root of runs.
+Scalars become step metrics through the keymap, whichever way they were written: TF1-style
+`simple_value` (torch's and tensorboardX's SummaryWriter, HF's TensorBoardCallback) or TF2
+scalar tensors. Text summaries (OpenRLHF's `train/generated_samples`, a loop's completions)
+become samples with the text as completion_text. A tag's namespace (HF and OpenRLHF write
+`train/<key>`) is read through by the keymap. The step is the event's step.
+
+Reading uses tensorboard's own record reader and Event protobuf. Without TensorFlow that reader
+checks each record's CRC32C in pure Python, which dominates on large runs; with the
+`google-crc32c` package installed the same checksum is computed by its C implementation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from rlprobe.errors import SourceUnreadable
+from rlprobe.importers._common import Entry, Parsed, classify
+
+EVENT_FILE_MARK = "tfevents"
+Progress = Callable[[int, int], None]
+
+
+def _need_tensorboard() -> None:
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        raise SourceUnreadable("reading TensorBoard event files needs the tensorboard package: "
+                               "pip install 'rlprobe[tensorboard]'") from None
+
+
+def is_event_file(path: Path) -> bool:
+    """True for a TensorBoard event file name (events.out.tfevents.<time>.<host>...)."""
+    return path.name.startswith("events.out.") and EVENT_FILE_MARK in path.name
+
+
+def event_files(folder: Path) -> list[Path]:
+    """The event files directly in folder, in the order TensorBoard reads them (by name)."""
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_file() and is_event_file(p))
+    except OSError:
+        return []
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Every folder at or below root that directly holds event files (a run), sorted."""
+    if root.is_file():
+        return [root] if is_event_file(root) else []
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        if any(name.startswith("events.out.") and EVENT_FILE_MARK in name for name in files):
+            found.append(Path(folder))
+    return found
+
+
+def _speed_up_checksums() -> None:
+    """Let tensorboard's pure-Python record reader compute CRC32C in C when google-crc32c is installed.
+
+    The reader (tensorboard.compat.tensorflow_stub, used when TensorFlow is absent) looks the
+    function up at call time; google_crc32c.value computes the same checksum.
+    """
+    try:
+        import google_crc32c
+        from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
+    except ImportError:
+        return
+    if getattr(google_crc32c, "implementation", "c") == "c":
+        pywrap_tensorflow.crc32c = google_crc32c.value
+
+
+class EventReader:
+    """Reads a run folder's event files from where it stopped: each `read()` returns only new events.
+
+    tensorboard's RawEventFileLoader keeps its offset and stops before a record still being
+    written, so a growing run is read once, incrementally (what `rlprobe watch` needs).
+    """
+
+    def __init__(self, run: Path) -> None:
+        _need_tensorboard()
+        _speed_up_checksums()
+        self.run = run
+        self._loaders: dict[Path, Any] = {}
+
+    def files(self) -> list[Path]:
+        """The run's event files as of now."""
+        return [self.run] if self.run.is_file() else event_files(self.run)
+
+    def read(self, progress: Progress | None = None) -> Iterator[tuple[int, float, dict[str, float], dict[str, str]]]:
+        """(step, wall_time, scalars, texts) per event with a summary, new since the last read."""
+        from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+        from tensorboard.compat.proto import event_pb2
+
+        files = self.files()
+        total = sum(_size(f) for f in files)
+        done = 0
+        parse = event_pb2.Event.FromString
+        for path in files:
+            loader = self._loaders.get(path)
+            if loader is None:
+                loader = self._loaders[path] = RawEventFileLoader(str(path))
+            for i, raw in enumerate(loader.Load()):
+                done += len(raw) + 16  # a record's framing: length, its CRC, the data's CRC
+                if progress is not None and i % 4096 == 0:
+                    progress(min(done, total), total)
+                try:
+                    event = parse(raw)
+                except Exception:  # a record whose bytes pass the CRC but are not an Event
+                    continue
+                if not event.HasField("summary"):
+                    continue
+                scalars, texts = _values(event.summary.value)
+                if scalars or texts:
+                    yield int(event.step), float(event.wall_time), scalars, texts
+        if progress is not None:
+            progress(total, total)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _values(values: Iterable[Any]) -> tuple[dict[str, float], dict[str, str]]:
+    scalars: dict[str, float] = {}
+    texts: dict[str, str] = {}
+    for value in values:
+        kind = value.WhichOneof("value")
+        if kind == "simple_value":
+            scalars[value.tag] = value.simple_value  # a Python float already
+            continue
+        if kind != "tensor":
+            continue  # images, histograms, audio: not step metrics
+        plugin = value.metadata.plugin_data.plugin_name
+        from tensorboard.util import tensor_util
+
+        try:
+            array = tensor_util.make_ndarray(value.tensor)
+        except Exception:
+            continue
+        if plugin == "text":
+            flat = [x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x) for x in array.reshape(-1)]
+            texts[value.tag] = "\n".join(flat)
+        elif array.size == 1 and array.dtype.kind in "fiub":
+            scalars[value.tag] = float(array.reshape(-1)[0])
+    return scalars, texts
+
+
+def rows_to_parsed(parsed: Parsed, rows: dict[int, dict[str, Any]], texts: list[tuple[int, str, str]]) -> None:
+    """Steps (in step order) and text samples into parsed."""
+    for step in sorted(rows):
+        mapped = classify(rows[step], parsed)
+        if mapped is not None:
+            parsed.entries.append(Entry(step=step, mapped=mapped))
+    for serial, (step, tag, text) in enumerate(texts):
+        parsed.samples.append({"step": step, "sample_id": f"{step}-0-tb{serial}", "completion_text": text,
+                               "capture_reason": f"tensorboard_text:{tag}"})
+
+
+def parse(run: Path, step_every: int | None = None, progress: Progress | None = None) -> Parsed:
+    """Read one TensorBoard run (a folder of event files, or one event file) into mapped steps."""
+    files = [run] if run.is_file() else event_files(run)
+    if not files:
+        raise SourceUnreadable(f"{run}: no TensorBoard event file (events.out.tfevents.*) here")
+    parsed = Parsed(kind="tensorboard", files=[str(f) for f in files])
+    if step_every is not None:
+        parsed.notes.append("--step-every is ignored: every TensorBoard event carries its step")
+    rows: dict[int, dict[str, Any]] = {}
+    texts: list[tuple[int, str, str]] = []
+    for step, wall, scalars, text in EventReader(run).read(progress):
+        row = rows.setdefault(step, {})
+        row.update(scalars)  # a later file (a resumed run) wins per step and tag
+        if wall > 0:  # 0 is an unset wall_time
+            row["wall_time"] = wall
+        texts += [(step, tag, t) for tag, t in text.items()]
+    if not rows and not texts:
+        raise SourceUnreadable(f"{run}: no readable TensorBoard record (not an event file, or every record is torn)")
+    rows_to_parsed(parsed, rows, texts)
+    parsed.step_rule = "the step of each TensorBoard event"
+    return parsed

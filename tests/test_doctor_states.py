@@ -1,0 +1,183 @@
+"""Health states, noise and exact words, by example: runs written as the numbers a trainer logs.
+
+Each test builds a run the way real logs look (sparse points, binary rewards, single-step grad
+norms, placeholders) and says what the doctor must and must not conclude from it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from rlprobe.doctor.engine import diagnose_tables
+from rlprobe.synth import HEALTHY_FAMILIES, make_run
+
+
+def table(n: int, step_every: int = 1, **cols: np.ndarray) -> pa.Table:
+    steps = np.arange(1, n + 1) * step_every
+    data = {"run_id": pa.array(["run"] * n), "step": pa.array(steps, pa.int64())}
+    data.update({k: pa.array(np.asarray(v, dtype=float), pa.float64()) for k, v in cols.items()})
+    return pa.table(data)
+
+
+def rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def binary_mean(p: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """Batch means of n binary rewards at success rates p: multiples of 1/n."""
+    return rng(seed).binomial(n, np.clip(p, 0, 1)) / n
+
+
+def findings(t: pa.Table, **config: dict) -> dict:  # type: ignore[type-arg]
+    (d,) = diagnose_tables(t, config=config or None)
+    return {f.signature_id: f for f in d.findings}
+
+
+def loud(found: dict) -> dict:  # type: ignore[type-arg]
+    return {k: f for k, f in found.items() if f.severity != "info"}
+
+
+# -- dead from the first step --------------------------------------------------------------------
+
+
+def test_a_run_dead_from_its_first_step_is_critical_at_step_1() -> None:
+    # every completion cut at the 64-token cap, reward -0.1 (invalid format) with no spread
+    n = 40
+    t = table(n, step_every=5, reward_mean=np.full(n, -0.1), reward_std=np.zeros(n),
+              max_len_hit_frac=np.ones(n), completion_len_mean=np.full(n, 64.0),
+              entropy_mean=0.3 + rng(1).normal(0, 0.02, n), grad_norm=np.abs(rng(2).normal(0.3, 0.1, n)))
+    found = findings(t)
+    ts, rsd = found["TRUNCATION_STARVE"], found["REWARD_STD_DEATH"]
+    assert ts.severity == "critical" and ts.first_step == 5 and "from the first logged step" in ts.explanation
+    assert rsd.severity == "critical" and rsd.first_step == 5 and "floor" in rsd.explanation
+    assert rsd.explained_by == "TRUNCATION_STARVE"
+
+
+def test_a_reward_pinned_at_its_ceiling_from_the_start_is_finished_not_starved() -> None:
+    n = 60
+    t = table(n, reward_mean=np.ones(n), reward_std=np.zeros(n), zero_variance_group_frac=np.ones(n))
+    found = findings(t)
+    assert found["REWARD_STD_DEATH"].severity == "info" and "ceiling" in found["REWARD_STD_DEATH"].explanation
+    assert not loud(found)
+
+
+def test_an_easy_task_with_a_little_spread_left_is_quiet() -> None:
+    # most groups all-correct from the start: reward 0.95, within-group std 0.02
+    n = 300
+    t = table(n, reward_mean=binary_mean(np.full(n, 0.95), 128, 3), reward_std=np.abs(rng(4).normal(0.02, 0.005, n)),
+              zero_variance_group_frac=np.clip(rng(5).normal(0.9, 0.04, n), 0, 1))
+    assert not loud(findings(t))
+
+
+def test_placeholders_are_not_read_as_a_collapse() -> None:
+    # a trainer that writes entropy and KL as 0.0 on every step has not measured them
+    n = 200
+    t = table(n, reward_mean=binary_mean(np.linspace(0.4, 0.7, n), 20, 6), entropy_mean=np.zeros(n), kl_mean=np.zeros(n))
+    (d,) = diagnose_tables(t)
+    skipped = {s.signature_id: s.reason for s in d.skipped}
+    assert "placeholder" in skipped["ENTROPY_COLLAPSE"] and "placeholder" in skipped["KL_BLOWUP"]
+    assert not [f for f in d.findings if f.severity != "info"]
+
+
+# -- noise ---------------------------------------------------------------------------------------
+
+
+def test_a_sparse_binary_reward_is_noise_not_a_collapse() -> None:
+    # 16 rollouts per step, one success now and then early, none later
+    n = 120
+    r = np.zeros(n)
+    r[[3, 9, 17, 26]] = 1 / 16
+    assert "REWARD_COLLAPSE" not in findings(table(n, reward_mean=r))
+
+
+def test_the_informative_steps_of_a_mostly_degenerate_run_are_not_grad_spikes() -> None:
+    # a batch with reward variance gives grad norm ~0.3, one without (every group degenerate) ~4e-4
+    n = 200
+    informative = rng(7).random(n) < 0.3
+    g = np.where(informative, np.abs(rng(8).normal(0.3, 0.1, n)), np.abs(rng(9).normal(4e-4, 1e-4, n)))
+    assert "GRAD_PATHOLOGY" not in findings(table(n, grad_norm=g, reward_mean=binary_mean(np.full(n, 0.4), 16, 10)))
+
+
+def test_a_loss_that_diverges_by_orders_of_magnitude_is_a_gradient_pathology() -> None:
+    n = 100
+    loss = rng(11).normal(0, 0.02, n)
+    loss[60:] = 10 ** np.linspace(1, 8, 40)
+    f = findings(table(n, loss=loss))["GRAD_PATHOLOGY"]
+    assert f.severity == "critical" and f.first_step == 61 and "loss diverged" in f.explanation
+
+
+def test_kl_rising_from_zero_in_the_first_steps_is_normal() -> None:
+    # KL starts at ~0 (the policy is the reference) and climbs as the policy first moves, then settles
+    n = 180
+    step = np.arange(1, n + 1)
+    kl = 0.05 / (1 + np.exp(-(step - 20) / 3)) * np.exp(rng(12).normal(0, 0.3, n)) + 1e-5
+    for k in (n, int(0.3 * n), int(0.6 * n)):
+        assert "KL_BLOWUP" not in findings(table(k, kl_mean=kl[:k])), k
+
+
+# -- exact onsets and words --------------------------------------------------------------------
+
+
+def test_a_collapse_from_a_high_start_is_caught_where_it_first_shows() -> None:
+    # 40 points, 5 steps apart: reward ~0.85 with no prior improvement, then ~0.35 from step 100
+    n = 40
+    p = np.where(np.arange(n) < 19, 0.85, 0.35)
+    f = findings(table(n, step_every=5, reward_mean=binary_mean(p, 40, 13)))["REWARD_COLLAPSE"]
+    assert f.severity in ("warn", "critical") and 95 <= f.first_step <= 100
+    assert "has not recovered" in f.explanation or "partly recovered" in f.explanation
+
+
+def test_a_dip_the_run_recovers_from_is_not_a_collapse() -> None:
+    n = 50
+    p = np.full(n, 0.9)
+    p[40:45] = 0.8
+    assert "REWARD_COLLAPSE" not in findings(table(n, reward_mean=binary_mean(p, 64, 14)))
+
+
+def test_a_truncation_episode_the_run_got_out_of_says_it_ended() -> None:
+    n = 40
+    trunc = np.full(n, 0.02)
+    trunc[18:28] = 0.95
+    f = findings(table(n, step_every=5, max_len_hit_frac=trunc, reward_mean=binary_mean(np.full(n, 0.85), 40, 15)))["TRUNCATION_STARVE"]
+    assert f.first_step == 95 and f.ongoing is False and f.severity == "warn"
+    assert "the run recovered" in f.explanation and "step 140" in f.explanation
+    assert "held" in f.explanation  # the reward did not fall: no "earn little or no reward"
+
+
+def test_truncation_words_name_the_share_of_each_stretch() -> None:
+    # 10-22% cut from step 145, then all of them from step 165 (the late truncation of a real run)
+    n = 40
+    trunc = np.zeros(n)
+    trunc[28:32] = [0.1, 0.125, 0.225, 0.15]
+    trunc[32:] = 1.0
+    f = findings(table(n, step_every=5, max_len_hit_frac=trunc))["TRUNCATION_STARVE"]
+    assert f.severity == "critical" and f.first_step == 145
+    assert "100% from step 165" in f.explanation
+
+
+def test_completions_that_shrink_to_a_few_tokens_are_a_collapse_of_their_own() -> None:
+    n = 60
+    length = np.where(np.arange(n) < 30, 350.0, 6.0) * np.exp(rng(16).normal(0, 0.05, n))
+    reward = binary_mean(np.where(np.arange(n) < 30, 0.6, 0.2), 32, 17)
+    f = findings(table(n, completion_len_mean=length, reward_mean=reward))["COMPLETION_COLLAPSE"]
+    assert f.severity == "critical" and f.first_step == 31 and "bare answer" in f.explanation
+    healthy = np.linspace(300, 200, n) * np.exp(rng(18).normal(0, 0.05, n))
+    assert "COMPLETION_COLLAPSE" not in findings(table(n, completion_len_mean=healthy))
+
+
+# -- live stays calm -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(HEALTHY_FAMILIES))
+def test_a_prefix_of_a_healthy_run_raises_nothing_the_whole_run_would_not(family: str) -> None:
+    for seed, n_steps in ((21, 400), (22, 1500)):
+        run = make_run(f"healthy:{family}", n_steps=n_steps, seed=seed)
+        cols = {k: v for k, v in run.series.items() if np.isfinite(np.asarray(v, dtype=float)).any()}
+        whole = {k for k, f in loud(findings(table(len(run.steps), **cols))).items()}
+        for share in (0.3, 0.6):
+            k = int(share * len(run.steps))
+            prefix = loud(findings(table(k, **{c: np.asarray(v, dtype=float)[:k] for c, v in cols.items()})))
+            assert set(prefix) <= whole, (family, seed, share, {s: f.explanation for s, f in prefix.items()})

@@ -1,0 +1,209 @@
+"""Trainers' console logs, built here the way each trainer prints them, and how their steps are numbered.
+
+XTuner's RL trainer prints blocks per rollout; an HF Trainer console log without
+`logging_steps` gets its numbering from what the log does print at the end (a final
+global_step, the progress bar), never from the tqdm counter next to a dict.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rlprobe
+from rlprobe.errors import SourceUnreadable
+from rlprobe.importers import detect, import_source
+
+
+def steps_of(run_dir: Path, columns: str) -> list[dict[str, Any]]:
+    return rlprobe.RunReader(run_dir).query(f"SELECT {columns} FROM steps ORDER BY step").to_pylist()
+
+
+# -- XTuner -----------------------------------------------------------------------------------------
+
+def xtuner_rollout(n: int, reward: float, entropy: float, grad_norms: list[float], skipped: int = 0) -> list[str]:
+    head = f"[XTuner][RANK 0][2025-12-26 18:30:27][INFO]"
+    lines = [
+        f"{head}[RLTrainer] Prepared 8192 training data batches",
+        f"{head}[RLTrainer] Rollout {n} data statistics:",
+        "  - batch_size          : 8192",
+        f"  - rewards/mean        : {reward:.4f}",
+        "  - rewards/min         : 0",
+        "  - rewards/max         : 1",
+        "  - advantages/mean     : -0.1796887069940567",
+        "  - response_len/mean   : 18985.8778",
+        "  - response_len/max    : 32768",
+        f"{head}[TrainingWorker] Rollout {n}: avg entropy: {entropy:.4f}, avg rollout entropy: {entropy - 0.001:.4f}",
+        " rollout mismatch metrics:",
+        "{",
+        '    "mismatch/mismatch_kl": 0.0005350366700440645,',
+        '    "mismatch/mismatch_logprob_abs_diff": 0.015495740808546543',
+        "}",
+    ]
+    for i, g in enumerate(grad_norms):
+        if i < skipped:
+            lines.append(f"{head.replace('INFO', 'WARNING')}[TrainingWorker] Gradient norm {g} exceeds the threshold 0.9, "
+                         "skipping optimizer step.")
+        lines.append(f"{head}[TrainingWorker] Rollout {n} Step {12 * i}: total_loss=-0.0908, reduced_llm_loss=-0.0908, "
+                     f"consumed_tokens=362753.0000, max_ratio={1 + i}.0000, loss=-0.0058, grad_norm={g:.4f}")
+    lines += [
+        f"{head}[RLTrainer] Rollout {n} training finished and timing listed: ",
+        "  - generation               : 3259.97s",
+        "  - training                 : 1352.96s",
+        "  - Total                    : 4985.70s",
+    ]
+    return lines
+
+
+def write_xtuner_log(path: Path) -> Path:
+    model = ["[XTuner][RANK 0][2025-12-26 17:21:38][INFO][TrainingWorker] FSDPQwen2Dense(",
+             "  (norm): FSDPRMSNorm((3584,), eps=1e-06)", ")"]
+    lines = model + xtuner_rollout(1, 0.5039, 0.7321, [0.05, 0.07]) + xtuner_rollout(2, 0.4962, 1.15, [1.2, 1.5, 0.3], skipped=2)
+    lines.append("[XTuner][RANK 0][2025-12-27 00:18:02][INFO][RLTrainer] Evaluate idx 2 scores {'accuracy': 0.41354166666666664}")
+    lines.append("[XTuner][RANK 0][2025-12-27 00:18:02][INFO][RLTrainer] Rollout 3 data stat")  # cut off while rollout 3 ran
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_xtuner_log_is_one_step_per_rollout(tmp_path: Path) -> None:
+    source = write_xtuner_log(tmp_path / "show.txt")
+    assert detect(source) == "xtuner"
+    report = import_source(source, tmp_path / "run")
+
+    assert (report.kind, report.steps, report.first_step, report.last_step) == ("xtuner", 2, 1, 2)
+    rows = steps_of(tmp_path / "run", 'step, reward_mean, reward_min, entropy_mean, adv_mean, completion_len_mean, '
+                                      'completion_len_max, logprob_mismatch, grad_norm, step_time_s, generation_time_s, '
+                                      '"extra.grad_norm/max" AS grad_max, "extra.skipped_optimizer_steps" AS skipped, '
+                                      '"extra.max_ratio/max" AS ratio_max, "extra.eval/accuracy" AS eval_acc')
+    assert rows[0] == pytest.approx({
+        "step": 1, "reward_mean": 0.5039, "reward_min": 0.0, "entropy_mean": 0.7321, "adv_mean": -0.1796887069940567,
+        "completion_len_mean": 18985.8778, "completion_len_max": 32768.0, "logprob_mismatch": 0.015495740808546543,
+        "grad_norm": 0.06, "step_time_s": 4985.7, "generation_time_s": 3259.97, "grad_max": 0.07, "skipped": 0.0,
+        "ratio_max": 2.0, "eval_acc": None}, nan_ok=False)
+    # Rollout 2: the grad norm of its three optimizer steps (two of them skipped), and its evaluation.
+    assert rows[1]["grad_norm"] == pytest.approx(1.0) and rows[1]["grad_max"] == 1.5 and rows[1]["skipped"] == 2.0
+    assert rows[1]["eval_acc"] == pytest.approx(0.41354166666666664)
+    assert "'Rollout N data statistics'" in report.step_rule
+
+
+def test_an_xtuner_rollout_without_its_statistics_is_left_out(tmp_path: Path) -> None:
+    lines = xtuner_rollout(1, 0.5, 0.7, [0.1]) + [line for line in xtuner_rollout(2, 0.5, 0.7, [0.1])
+                                                     if "data statistics" not in line and not line.startswith("  - ")]
+    (tmp_path / "x.log").write_text("\n".join(lines) + "\n")
+    report = import_source(tmp_path / "x.log", tmp_path / "run")
+    assert report.steps == 1 and report.skipped == {"rollouts without their data statistics block": 1}
+
+
+# -- OpenRLHF -----------------------------------------------------------------------------------------
+
+def openrlhf_bar(done: int, status: str | None) -> str:
+    rate = "?it/s" if done == 0 else "16.66s/it"
+    return f"Episode [1/1]:  {done * 100 // 40:>2}%|#         | {done}/40 [00:{done:02d}<10:49, {rate}" + (f", {status}]" if status else "]")
+
+
+def test_openrlhf_console_log_reads_the_episode_bar_status(tmp_path: Path) -> None:
+    statuses = [f"policy_loss={0.01 * i:.3g}, actor_lr=5e-07, ppo_clip_ratio=0.02, ppo_kl=0.001, kl={0.001 * i:.3g}, "
+                f"reward={0.1 * i:.3g}, return=0.4, response_length={400 + i}, total_length=600, response_clip_ratio=0.1, "
+                f"critic_loss=0.3, values=0.2, critic_lr=9e-06" for i in range(1, 4)]
+    segments = [openrlhf_bar(0, None)]
+    for i, status in enumerate(statuses):
+        segments += [openrlhf_bar(i, status), openrlhf_bar(i + 1, status)]  # set_postfix redraws, then update() again
+        segments.append("Train epoch [1/1]: 100%|##########| 4/4 [00:03<00:00,  1.20it/s, act_loss=0.01, reward=0.4]")
+    (tmp_path / "openrlhf.log").write_text("\r".join(segments) + "\n")
+
+    report = import_source(tmp_path / "openrlhf.log", tmp_path / "run")
+    assert (report.steps, report.first_step, report.last_step, report.algorithm) == (3, 1, 3, "ppo")
+    assert "OpenRLHF's Episode progress bar" in report.step_rule
+    assert steps_of(tmp_path / "run", "step, reward_mean, kl_mean, loss, clip_fraction, max_len_hit_frac, value_loss")[2] == \
+        pytest.approx({"step": 3, "reward_mean": 0.3, "kl_mean": 0.003, "loss": 0.03, "clip_fraction": 0.02,
+                       "max_len_hit_frac": 0.1, "value_loss": 0.3})
+
+
+# -- HF console logs: logging_steps from what the log prints --------------------------------------
+
+def trainer_dict(i: int) -> str:
+    return "{'loss': 0.01, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'reward': %s, 'epoch': 0.01}" % (0.1 * i)
+
+
+def bar(n: int, total: int) -> str:
+    return f"  {100 * n // total:>3}%|#         | {n}/{total} [00:{n:02d}<00:10,  1.20s/it]"
+
+
+def console_log(path: Path, dicts: int, every: int, total: int, *, lag: int = 0, end: list[str] | None = None,
+                upto: int | None = None) -> Path:
+    """A Trainer's stdout and stderr in one file: the bar (stderr) runs `lag` steps ahead of the dicts (stdout).
+
+    The job ran to step `upto` (default: total); stdout is flushed at a normal exit only.
+    """
+    last = upto or total
+    due = [s for s in range(every, last + 1, every)][:dicts]  # the steps the Trainer logged
+    out: list[str] = ["Loading checkpoint shards: 100%|##########| 4/4 [00:03<00:00,  1.2it/s]"]
+    for step in range(1, last + 1):
+        out.append("\r" + bar(step, total))
+        out += [trainer_dict(i + 1) for i, s in enumerate(due) if s + lag == step]
+    if end:  # a finished job flushes what stdout still held
+        out += [trainer_dict(i + 1) for i, s in enumerate(due) if s + lag > last]
+        out += end
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+TOTALS = "{'train_runtime': 900.0, 'train_samples_per_second': 1.0, 'train_steps_per_second': 0.111, 'train_loss': 0.01, 'epoch': 1.0}"
+
+
+def test_a_finished_run_numbers_its_entries_from_the_final_global_step(tmp_path: Path) -> None:
+    source = console_log(tmp_path / "a.log", dicts=20, every=5, total=100, lag=23,
+                         end=[TOTALS, "wandb: Run summary:", "wandb:          train/global_step 100"])
+    report = import_source(source, tmp_path / "run")
+    assert [r["step"] for r in steps_of(tmp_path / "run", "step")] == list(range(5, 101, 5))
+    assert "logging_steps=5 inferred" in report.step_rule and "the final global_step" in report.step_rule
+
+
+def test_a_finished_run_without_a_printed_total_uses_the_progress_bar(tmp_path: Path) -> None:
+    report = import_source(console_log(tmp_path / "a.log", dicts=10, every=10, total=100, end=[TOTALS]), tmp_path / "run")
+    assert (report.first_step, report.last_step) == (10, 100)
+    assert "progress bar's total" in report.step_rule
+
+
+def test_a_run_cut_short_uses_the_last_count_of_its_progress_bar(tmp_path: Path) -> None:
+    # Killed at step 89 of 100; stdout, 7 steps behind the bar, lost the entry of step 85.
+    source = console_log(tmp_path / "a.log", dicts=17, every=5, total=100, lag=7, upto=89)
+    report = import_source(source, tmp_path / "run")
+    assert (report.steps, report.first_step, report.last_step) == (16, 5, 80)
+    assert "stopped at step 89 of 100" in report.step_rule
+
+
+def test_with_nothing_printed_to_go_by_entries_count_from_one(tmp_path: Path) -> None:
+    source = tmp_path / "a.log"
+    source.write_text("\n".join(trainer_dict(i) for i in range(1, 4)) + "\n")
+    report = import_source(source, tmp_path / "run")
+    assert (report.first_step, report.last_step) == (1, 3) and "--step-every" in report.step_rule
+
+
+# -- run-level derivations, end to end -------------------------------------------------------------
+
+def test_a_ppo_run_that_never_emits_eos_gets_eos_rate_zero(tmp_path: Path) -> None:
+    rows = [{"step": s, "objective/scores": -0.1, "loss/value_avg": 9.0, "val/num_eos_tokens": 0} for s in range(1, 4)]
+    (tmp_path / "t.json").write_text(json.dumps(rows))
+    report = import_source(tmp_path / "t.json", tmp_path / "run")
+    assert report.derived == ["eos_rate"] and report.algorithm == "ppo"
+    assert "value function" in report.algorithm_rule
+    assert [r["eos_rate"] for r in steps_of(tmp_path / "run", "eos_rate")] == [0.0, 0.0, 0.0]
+    assert rlprobe.load_manifest(tmp_path / "run").algorithm == "ppo"
+
+
+def test_an_explicit_algorithm_wins_over_the_inferred_one(tmp_path: Path) -> None:
+    (tmp_path / "t.jsonl").write_text(json.dumps({"step": 1, "reward": 0.2, "frac_reward_zero_std": 0.5}) + "\n")
+    report = import_source(tmp_path / "t.jsonl", tmp_path / "run", algorithm="rloo")
+    assert (report.algorithm, report.algorithm_rule) == ("rloo", "")
+
+
+def test_an_xtuner_log_with_no_rollout_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "x.txt"
+    source.write_text("[XTuner][RANK 0][2025-12-26 18:30:27][INFO][RLTrainer] Rollout 1 data statistics:\n")
+    with pytest.raises(SourceUnreadable, match="no metric dicts found as xtuner"):
+        import_source(source, tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,252 @@
+"""Trackers' own files, written here by the trackers' own libraries, imported and read back.
+
+TensorBoard event files come from tensorboard's writer (what torch's SummaryWriter and HF's
+TensorBoardCallback use), W&B runs from `wandb.init(mode="offline")`, MLflow runs from
+`mlflow` with a file store and with sqlite. Each test skips when its library is not installed
+(`pip install 'rlprobe[trackers]'`; CI installs them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+import rlprobe
+from rlprobe.cli import cli
+from rlprobe.errors import SourceUnreadable
+from rlprobe.importers import RootReport, as_recording, detect, import_source, is_importable
+
+
+def invoke(*args: Any) -> Result:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def tree_digest(path: Path) -> dict[str, str]:
+    """sha256 of every file below path; symlinks are not followed (W&B links its debug logs to a shared cache)."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def steps_of(run_dir: Path, columns: str) -> list[dict[str, Any]]:
+    return rlprobe.RunReader(run_dir).query(f"SELECT {columns} FROM steps ORDER BY step").to_pylist()
+
+
+# What a TRL GRPO run logs, under HF's `train/` namespace.
+def grpo_metrics(step: int) -> dict[str, float]:
+    return {"train/reward": 0.1 * step, "train/kl": 0.001 * step, "train/entropy": 1.0 - 0.01 * step,
+            "train/completions/clipped_ratio": 0.05, "train/frac_reward_zero_std": 0.2,
+            "train/rewards/accuracy_reward/mean": 0.1 * step, "train/my_metric": 7.0}
+
+
+# -- TensorBoard -------------------------------------------------------------------------------------
+
+def write_tb_run(folder: Path, steps: range, *, text_at: int | None = None) -> Path:
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.plugins.text.summary_v2 import text_pb
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(folder))
+    for step in steps:
+        values = [summary_pb2.Summary.Value(tag=k, simple_value=v) for k, v in grpo_metrics(step).items()]
+        writer.add_event(event_pb2.Event(wall_time=1_700_000_000.0 + step, step=step, summary=summary_pb2.Summary(value=values)))
+        if step == text_at:
+            writer.add_event(event_pb2.Event(wall_time=1_700_000_000.0 + step, step=step,
+                                             summary=text_pb("train/generated_samples", "Sample:\n2+2=4\n\nReward: 1.0")))
+    writer.close()
+    return folder
+
+
+def test_tensorboard_run_round_trip(tmp_path: Path) -> None:
+    run = write_tb_run(tmp_path / "logs" / "grpo-1", range(1, 11), text_at=10)
+    assert detect(run) == "tensorboard" and is_importable(run)
+    before = tree_digest(run)
+
+    report = import_source(run, tmp_path / "rec")
+    assert (report.kind, report.steps, report.first_step, report.last_step, report.samples) == ("tensorboard", 10, 1, 10, 1)
+    assert report.algorithm == "grpo" and report.unmapped == ["train/my_metric"]
+    rows = steps_of(tmp_path / "rec", 'step, reward_mean, kl_mean, entropy_mean, max_len_hit_frac, '
+                                      '"reward_component.accuracy_reward" AS acc, wall_time')
+    assert rows[-1] == pytest.approx({"step": 10, "reward_mean": 1.0, "kl_mean": 0.01, "entropy_mean": 0.9,
+                                      "max_len_hit_frac": 0.05, "acc": 1.0, "wall_time": 1_700_000_010.0})
+    [sample] = rlprobe.RunReader(tmp_path / "rec").query("SELECT step, completion_text FROM samples").to_pylist()
+    assert sample == {"step": 10, "completion_text": "Sample:\n2+2=4\n\nReward: 1.0"}
+    assert tree_digest(run) == before
+
+
+def test_tensorboard_logdir_is_a_root_of_runs(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    write_tb_run(logs / "a", range(1, 6))
+    write_tb_run(logs / "sweep" / "b", range(1, 4))
+    (logs / "broken").mkdir()
+    (logs / "broken" / "events.out.tfevents.1.host").write_bytes(b"not an event file at all")
+
+    report = import_source(logs, tmp_path / "root")
+    assert isinstance(report, RootReport)
+    assert [(os.path.relpath(r.run_dir, tmp_path / "root"), r.steps) for r in report.runs] == [("a", 5), ("sweep/b", 3)]
+    assert [name for name, _ in report.failed] == ["broken"]  # one broken run never takes the root down
+    assert sorted(r["run_dir"].split("/")[-1] for r in rlprobe.list_runs(tmp_path / "root")) == ["a", "b"]
+    result = invoke("ls", logs)
+    assert result.exit_code == 0 and "sweep/b" in result.output
+
+
+def test_a_growing_tensorboard_run_is_read_incrementally(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from rlprobe.importers.tensorboard import EventReader
+
+    writer = EventFileWriter(str(tmp_path / "run"))
+
+    def log(step: int) -> None:
+        writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag="train/reward", simple_value=float(step))])))
+        writer.flush()
+
+    reader = EventReader(tmp_path / "run")
+    log(1), log(2)
+    assert [s for s, *_ in reader.read()] == [1, 2]
+    log(3)
+    assert [s for s, *_ in reader.read()] == [3]  # only what is new
+    writer.close()
+
+
+# -- Weights & Biases ----------------------------------------------------------------------------------
+
+def write_wandb_run(root: Path, steps: range, *, table: bool = True, finish: bool = True) -> Path:
+    wandb = pytest.importorskip("wandb")
+    os.environ["WANDB_SILENT"] = "true"
+    run = wandb.init(mode="offline", dir=str(root), project="rlprobe-test",
+                     config={"model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "num_generations": 4})
+    for step in steps:
+        run.log({**grpo_metrics(step), "train/global_step": step})
+    if table:  # TRL's log_completions table
+        run.log({"completions": wandb.Table(columns=["step", "prompt", "completion", "accuracy_reward", "advantage"],
+                                            data=[[str(steps[-1]), "2+2?", "4", 1.0, 0.5], [str(steps[-1]), "2+2?", "5", 0.0, -0.5]])})
+    path = Path(run.dir).parent
+    if finish:
+        run.finish()
+        wandb.teardown()  # stop the writer's service: it appends to the run's debug logs after finish returns
+    return path
+
+
+def test_wandb_offline_run_round_trip(tmp_path: Path) -> None:
+    run = write_wandb_run(tmp_path, range(1, 6))
+    assert detect(run) == "wandb"
+    before = tree_digest(run)
+
+    report = import_source(run, tmp_path / "rec")
+    assert (report.kind, report.steps, report.first_step, report.last_step, report.samples) == ("wandb", 5, 1, 5, 2)
+    assert "train/global_step" in report.step_rule
+    rows = steps_of(tmp_path / "rec", "step, reward_mean, zero_variance_group_frac")
+    assert rows[-1] == pytest.approx({"step": 5, "reward_mean": 0.5, "zero_variance_group_frac": 0.2})
+    samples = rlprobe.RunReader(tmp_path / "rec").query(
+        'SELECT step, completion_text, reward_total, advantage, group_id FROM samples ORDER BY sample_id').to_pylist()
+    assert samples == [{"step": 5, "completion_text": "4", "reward_total": 1.0, "advantage": 0.5, "group_id": "5/0"},
+                       {"step": 5, "completion_text": "5", "reward_total": 0.0, "advantage": -0.5, "group_id": "5/0"}]
+    manifest = rlprobe.load_manifest(tmp_path / "rec")
+    assert manifest.model_name == "Qwen/Qwen2.5-0.5B-Instruct" and manifest.trainer_config["num_generations"] == 4
+    assert tree_digest(run) == before
+
+
+def test_a_wandb_folder_is_a_root_and_the_doctor_reads_it(tmp_path: Path) -> None:
+    write_wandb_run(tmp_path, range(1, 4), table=False)
+    write_wandb_run(tmp_path, range(1, 7), table=False)
+    report = import_source(tmp_path / "wandb", tmp_path / "root")
+    assert isinstance(report, RootReport) and sorted(r.steps for r in report.runs) == [3, 6]
+    result = invoke("doctor", tmp_path / "wandb", "--json")
+    assert result.exit_code in (0, 1), result.output
+    diagnoses = json.loads(result.stdout)
+    assert sorted(d["run_dir"].split(" :: ")[-1][:12] for d in diagnoses) == sorted(
+        p.name[:12] for p in (tmp_path / "wandb").glob("offline-run-*"))
+
+
+def test_a_wandb_run_still_being_written_is_refused(tmp_path: Path) -> None:
+    run = write_wandb_run(tmp_path, range(1, 3), table=False, finish=False)
+    [log] = run.glob("run-*.wandb")
+    # Its last records may not be flushed yet; what counts is that the log has no exit record and is fresh.
+    deadline = time.time() + 10
+    while log.stat().st_size == 0 and time.time() < deadline:
+        time.sleep(0.1)
+    with pytest.raises(SourceUnreadable, match="still being written"):
+        import_source(run, tmp_path / "rec")
+    assert not (tmp_path / "rec").exists()
+    import wandb
+
+    wandb.finish()
+    wandb.teardown()
+
+
+def test_a_file_named_like_a_wandb_log_that_is_not_one(tmp_path: Path) -> None:
+    pytest.importorskip("wandb")
+    folder = tmp_path / "wandb" / "offline-run-20260101_000000-abcd1234"
+    folder.mkdir(parents=True)
+    (folder / "run-abcd1234.wandb").write_bytes(b"garbage, not a transaction log")
+    result = invoke("import", folder, tmp_path / "rec")
+    assert result.exit_code == 2 and "not a readable W&B run" in result.stderr
+    assert result.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "rec").exists()
+
+
+# -- MLflow ------------------------------------------------------------------------------------------
+
+def write_mlflow_runs(uri: str, runs: int = 2, steps: int = 5) -> None:
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"  # MLflow 3 writes file stores only when asked to
+    mlflow = pytest.importorskip("mlflow")
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment("grpo")
+    for r in range(runs):
+        with mlflow.start_run(run_name=f"seed{r}"):
+            mlflow.log_params({"learning_rate": 1e-6, "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct"})
+            for step in range(1, steps + 1):
+                mlflow.log_metrics({"reward": 0.1 * step + r, "kl": 0.01 * step, "policy_entropy_mean": 1.0,
+                                    "completion_length_mean": 100.0 + step}, step=step)
+    mlflow.set_tracking_uri("")
+
+
+@pytest.mark.parametrize("store", ["file", "sqlite"])
+def test_mlflow_store_round_trip(tmp_path: Path, store: str) -> None:
+    path = tmp_path / ("mlruns" if store == "file" else "mlflow.db")
+    write_mlflow_runs(path.as_uri() if store == "file" else f"sqlite:///{path}")
+    assert detect(path) == "mlflow"
+    before = tree_digest(path)
+
+    report = import_source(path, tmp_path / "root")
+    assert isinstance(report, RootReport)
+    assert sorted(os.path.relpath(r.run_dir, tmp_path / "root") for r in report.runs) == ["grpo/seed0", "grpo/seed1"]
+    seed1 = next(r for r in report.runs if r.run_dir.endswith("seed1"))
+    assert (seed1.steps, seed1.first_step, seed1.last_step) == (5, 1, 5)
+    assert steps_of(Path(seed1.run_dir), "step, reward_mean, kl_mean, entropy_mean, completion_len_mean")[0] == pytest.approx(
+        {"step": 1, "reward_mean": 1.1, "kl_mean": 0.01, "entropy_mean": 1.0, "completion_len_mean": 101.0})
+    assert rlprobe.load_manifest(Path(seed1.run_dir)).trainer_config["learning_rate"] == "1e-06"
+    assert tree_digest(path) == before  # MLflow writes when it opens a store: a copy was read
+
+
+def test_one_mlflow_run_folder_is_one_recording(tmp_path: Path) -> None:
+    write_mlflow_runs((tmp_path / "mlruns").as_uri(), runs=1)
+    [run] = [p for p in (tmp_path / "mlruns").glob("*/*") if (p / "metrics").is_dir()]
+    report = import_source(run, tmp_path / "rec")
+    assert not isinstance(report, RootReport) and report.steps == 5
+
+
+def test_an_empty_tracker_folder_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    write_mlflow_runs((tmp_path / "mlruns").as_uri(), runs=0)  # an experiment, no run yet
+    result = invoke("import", tmp_path / "mlruns", tmp_path / "root")
+    assert result.exit_code == 2 and "no run in it" in result.stderr and result.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "root").exists()
+
+
+def test_a_runs_root_is_read_as_is_not_imported(tmp_path: Path) -> None:
+    write_tb_run(tmp_path / "logs" / "a", range(1, 4))
+    import_source(tmp_path / "logs", tmp_path / "root")
+    assert not is_importable(tmp_path / "root") and not is_importable(tmp_path / "root" / "a")
+    with as_recording(tmp_path / "root") as rec:
+        assert rec.report is None and rec.path == tmp_path / "root"
