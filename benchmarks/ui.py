@@ -10,8 +10,11 @@ where it works through the root in its own process meanwhile).
 Figures, median of the repeats:
 - page load: GET / + the three static files + /api/runs + /api/series of the page's default
   charts (the 3 most recent runs, the report's 11 key series): what the page fetches before its
-  first chart draws. Target (issue 15): first chart under 1 s. The metric picker's list
-  (/api/metrics, which counts every column) is fetched beside it and timed on its own.
+  first chart draws, with no chart answer kept. Target (issue 15): first chart under 1 s. In use
+  the runs listing is ready when a page opens (the server lists the runs at start, and its
+  doctor looks at the listing every --poll seconds), so that is the figure the target is read
+  on; "runs listed afresh too" adds listing every run. The metric picker's list (/api/metrics,
+  which counts every column) is fetched beside the charts and timed on its own.
 - chart request: /api/series of one metric for 10 runs (and 3 runs on the 100-run root), 1000
   bins, with the runs listing the page's last poll made (at most a second old, as in use).
   Target: under 300 ms. Also all 8 charts in one request, and a zoomed request.
@@ -26,10 +29,10 @@ Figures, median of the repeats:
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -112,8 +115,10 @@ def measure(name: str, root: Path, dirs: list[Path], overlay: int, repeats: int)
     first_s, _ = timed(lambda: client.get("/api/runs").raise_for_status())
     out["cold_open_s"], out["cold_first_listing_s"] = cold_s, first_s
 
-    def page_load() -> None:
-        relist()
+    def page_load(cold: bool = False) -> None:
+        if cold:
+            relist()
+        uncached()
         for path in ("/", "/static/ui.js", "/static/uPlot.iife.min.js", "/static/ui.css"):
             client.get(path).raise_for_status()
         client.get("/api/runs").raise_for_status()
@@ -128,6 +133,7 @@ def measure(name: str, root: Path, dirs: list[Path], overlay: int, repeats: int)
     lo, hi = 0.4 * int(_steps(dirs[0])), 0.45 * int(_steps(dirs[0]))
     cases = {
         "page load (first chart)": lambda: page_load(),
+        "page load, runs listed afresh too": lambda: page_load(cold=True),
         "metric picker list (after the first chart)": lambda: (uncached(), client.get("/api/metrics", params={"run": newest}).raise_for_status()),
         "/api/runs (listed afresh)": lambda: (relist(), client.get("/api/runs").raise_for_status()),
         "/api/runs (no file changed)": lambda: client.get("/api/runs").raise_for_status(),
@@ -139,6 +145,7 @@ def measure(name: str, root: Path, dirs: list[Path], overlay: int, repeats: int)
     }
     baselines = {
         "page load (first chart)": lambda: direct_read(dirs[-3:], [m for m in KEY_SERIES if m in METRICS]),
+        "page load, runs listed afresh too": lambda: direct_read(dirs[-3:], [m for m in KEY_SERIES if m in METRICS]),
         f"chart: 1 metric x {overlay} runs": lambda: direct_read(chosen_dirs, ["kl_mean"]),
         f"chart: 8 metrics x {overlay} runs": lambda: direct_read(chosen_dirs, KEY),
         f"chart: 1 metric x {overlay} runs, zoomed to 5%": lambda: direct_read(chosen_dirs, ["kl_mean"]),
@@ -162,6 +169,8 @@ def measure(name: str, root: Path, dirs: list[Path], overlay: int, repeats: int)
     rows.append([f"chart: 1 metric x {overlay} runs, doctor busy", busy * 1000, None, None])
     print_table(f"{name}: {len(dirs)} runs x {_steps(dirs[0])} steps, overlay of {overlay}",
                 ["request", "ms (median)", "DuckDB direct ms", "ratio"], rows)
+    out["load_average_1min"] = os.getloadavg()[0]  # a shared 2-core box moves every figure
+    print(f"  load average (1 min) after the run: {out['load_average_1min']:.1f} on {os.cpu_count()} cpus")
     out["targets"] = {
         "first chart < 1 s": target(out["page load (first chart)"]["median_s"], "<", 1.0, " s"),
         "chart request < 300 ms": target(out[f"chart: 1 metric x {overlay} runs"]["median_s"], "<", 0.3, " s"),

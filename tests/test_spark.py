@@ -310,6 +310,8 @@ def _type(duckdb_type: str) -> str:
         return "BIGINT"  # DuckDB widens sum() of integers to 128 bits; Spark keeps BIGINT
     if t.startswith("DECIMAL"):
         return "DECIMAL"  # VALUES literals: precision differs, values are compared below
+    if t.endswith("[]") and not t.startswith("STRUCT("):  # lists (runs.tags): the same rule for the element
+        return _type(t[:-2]) + "[]"
     if t.startswith("STRUCT("):  # lists of structs (rollout_events.calls): the same rule inside
         fields = re.findall(r'"?(\w+)"? (\w+)', t)
         return "STRUCT(" + ", ".join(f"{n.lower()} {_type(k)}" for n, k in fields) + ")" + t[t.rindex(")") + 1:]

@@ -459,6 +459,8 @@ def test_with_a_token_every_request_needs_it(root: Path) -> None:
     assert "httponly" in first.headers["set-cookie"].lower() and "samesite=strict" in first.headers["set-cookie"].lower()
     assert ui.get("/api/runs").status_code == 200  # the cookie now carries it
     assert console(ui, "SELECT 1 AS one").json()["rows"] == [[1]]
+    odd = ui.get("http://testserver//evil.example/run?id=a b&x=%26&token=s3cret-token", follow_redirects=False)
+    assert odd.headers["location"] == "/evil.example/run?id=a+b&x=%26"  # stays on this server, re-encoded
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -488,6 +490,15 @@ def test_a_bad_path_is_one_line(tmp_path: Path) -> None:
 
     result = CliRunner().invoke(cli, ["ui", str(tmp_path / "missing")])
     assert result.exit_code == 2 and result.stderr.strip().startswith("rlprobe:") and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_runs_root_in_object_storage_is_refused_in_one_line() -> None:
+    from click.testing import CliRunner
+
+    from rlprobe.cli import cli
+
+    result = CliRunner().invoke(cli, ["ui", "s3://bucket/runs"])
+    assert result.exit_code == 2 and "reads local runs" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def start(root: Path, *args: str) -> tuple[subprocess.Popen[str], str]:

@@ -244,7 +244,7 @@ def test_the_table_lists_the_runs(browser: Browser, server: str, root: Path) -> 
     names = browser.js("Array.from(document.querySelectorAll('#runs-table td.name a')).map(a => a.textContent)")
     assert "KL blows up" in names and "live" in names  # the name, else the run_id
     assert browser.js("Array.from(document.querySelectorAll('#runs-table .tag')).map(t => t.textContent)").count("demo") == 1
-    status = browser.js(f"document.querySelector('tr[data-run=\"live\"] .status').textContent")
+    status = browser.js("document.querySelector('tr[data-run=\"live\"] .status').textContent")
     assert status == "live"
     # the most recently written runs are drawn on the usual charts, those none of them logged left out
     drawn = browser.wait("document.querySelectorAll('figure.chart').length >= 4 && "

@@ -72,6 +72,17 @@ def test_import_takes_a_name_and_tags(tmp_path: Path) -> None:
     assert source.read_text().count("\n") == 2  # the source is only read
 
 
+def test_a_folder_of_runs_imports_with_the_tags_on_each_and_the_name_then_its_folder(tmp_path: Path) -> None:
+    from test_import_trackers import write_tb_run  # skips without tensorboard
+
+    write_tb_run(tmp_path / "logs" / "a", range(1, 6))
+    write_tb_run(tmp_path / "logs" / "sweep" / "b", range(1, 4))
+    result = CliRunner().invoke(cli, ["import", str(tmp_path / "logs"), str(tmp_path / "runs"), "--name", "tb", "--tag", "imported"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert sorted((r["name"], r["tags"][0]) for r in ls_json(tmp_path / "runs")) == [("tb a", "imported"), ("tb b", "imported")]
+
+
 def test_the_report_header_shows_the_name_and_tags_escaped(tmp_path: Path) -> None:
     from rlprobe.report import render_report
 

@@ -26,7 +26,8 @@ _FORMATS = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "xtuner"
 @click.option("--algorithm", default=None, help="Record this algorithm (grpo, ppo, rloo, ...) in the manifest.")
 @click.option("--model", "model_name", default=None, help="Record this model name in the manifest.")
 @click.option("--run-id", default=None, help="run_id of the new recording (default: generated).")
-@click.option("--name", default=None, help="Name the run in the manifest (shown by ls, report and ui; default: its run_id).")
+@click.option("--name", default=None, help="Name the run in the manifest (shown by ls, report and ui; default: its run_id). "
+                                           "A folder of runs: each is named NAME and its folder's name.")
 @click.option("--tag", "tags", multiple=True, metavar="TAG", help="Tag the run in the manifest. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the import report as JSON.")
 def import_command(source: str, run_dir: str, kind: str, step_every: int | None, algorithm: str | None,
@@ -65,7 +66,12 @@ def import_command(source: str, run_dir: str, kind: str, step_every: int | None,
         report = import_source(source, run_dir, kind=kind, step_every=step_every, algorithm=algorithm,
                                model_name=model_name, run_id=run_id, progress=bar.update)
     if name is not None or tags:
-        _name_recording(Path(report.run_dir), name, list(tags))
+        # a tracker's folder of runs became one recording per run: each gets the tags, and the
+        # name followed by its own folder's name (one name for many runs would tell none apart)
+        runs = getattr(report, "runs", None)
+        for one in runs if runs is not None else [report]:
+            shown = name if runs is None or name is None else f"{name} {Path(one.run_dir).name}"
+            _name_recording(Path(one.run_dir), shown, list(tags))
     if as_json:
         out = report.to_dict()
         if name is not None or tags:

@@ -106,8 +106,11 @@ class Guard:
             given = request.query_params.get("token")
             if given is not None and secrets.compare_digest(given.encode(), self.token.encode()):
                 # Swap the token in the address for a cookie, so it leaves the address bar and history.
+                from urllib.parse import urlencode
+
                 keep = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                url = request.url.path + ("?" + "&".join(f"{k}={v}" for k, v in keep) if keep else "")
+                # one leading slash: "//host/..." would send the browser to another site
+                url = "/" + request.url.path.lstrip("/") + ("?" + urlencode(keep) if keep else "")
                 response = RedirectResponse(url, status_code=303)
                 response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict", path="/")
                 await response(scope, receive, send_with_headers)

@@ -78,15 +78,18 @@ def finding_dict(i: int, finding: Any) -> dict[str, Any]:
 
 # -- the doctor's process ---------------------------------------------------------------------
 # Diagnoses run in one child process: the detectors are Python and would hold the server's GIL
-# for seconds; in a process of their own, at a lower priority, they take the CPU the server does
-# not need and chart requests stay fast while a root is diagnosed. The process keeps a RunWatcher
+# for seconds; in a process of their own, at a somewhat lower priority, they take the CPU the server
+# does not need and chart requests stay fast while a root is diagnosed. The process keeps a RunWatcher
 # per live run between calls (module state below lives in the child only).
 _WATCHERS: OrderedDict[str, Any] = OrderedDict()
 
 
+DOCTOR_NICENESS = 5  # below the server, not so far below that a busy machine starves it
+
+
 def _worker_started() -> None:
     try:
-        os.nice(10)
+        os.nice(DOCTOR_NICENESS)
     except OSError:
         pass  # not allowed here: same priority as the server, still off its GIL
 

@@ -41,11 +41,10 @@ def serve(path: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 
     token, prints it in the address, and refuses every request without it.
     """
     try:
-        import uvicorn  # noqa: F401
-        import starlette  # noqa: F401
+        import starlette  # noqa: F401  (the app's; imported here to say what to install, once)
+        import uvicorn
     except ImportError:
         raise ToolMissing(INSTALL_HINT) from None
-    import uvicorn
 
     from rlprobe.ui.app import LOOPBACK_HOSTS, create_app, is_loopback
 

@@ -1079,7 +1079,9 @@
       renderHeader(got.run, got.findings);
       renderFindings(got.findings);
       if (got.run.status === "broken") { document.body.setAttribute("data-ready", "1"); return; }
-      const tasks = [loadEvents(), first ? loadSamples(true) : Promise.resolve()];
+      // a live run's new samples show when the browser is on its first page (not paging back through it)
+      const samples = first || (samplesState.offset <= 20 && document.activeElement !== $("sample-q"));
+      const tasks = [loadEvents(), samples ? loadSamples(true) : Promise.resolve()];
       if (first) tasks.push(panel.setRuns([{ id: id, label: got.run.name || id, colour: Live.colour(id) }]));
       else tasks.push(panel.refresh());
       await Promise.all(tasks);
