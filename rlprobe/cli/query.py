@@ -25,7 +25,9 @@ def view_names() -> list[str]:
     """The views a user can query, newest contract (steps, samples, events, runs, manifest, ...)."""
     from rlprobe.store import sqlfiles
 
-    return [f.name for f in sqlfiles.public_views(max(sqlfiles.versions()))]
+    names = [f.name for f in sqlfiles.public_views(max(sqlfiles.versions()))]
+    first = [n for n in ("steps", "samples", "events", "runs", "manifest") if n in names]  # as the docs list them
+    return first + sorted(n for n in names if n not in first)
 
 
 def explain_unknown_table(exc: QueryError) -> QueryError:
@@ -210,7 +212,7 @@ _SHELLS = ("auto", "duckdb", "harlequin", "python")
 @run_argument()
 @click.option("--with", "tool", type=click.Choice(_SHELLS), default="auto", show_default=True,
               help="duckdb: the duckdb CLI (>= 2.0, not on PyPI); harlequin: the terminal SQL IDE "
-                   "(pip install 'rlprobe[shell]'); python: rlprobe's plain SQL prompt over the Python duckdb; "
+                   "(the shell extra, or pip install harlequin); python: rlprobe's plain SQL prompt over the Python duckdb; "
                    "auto: the first of these that is installed.")
 @display_options
 def shell_command(run: str, tool: str) -> None:
@@ -236,7 +238,7 @@ def shell_command(run: str, tool: str) -> None:
         exe, why = _duckdb_cli()
         tool = "duckdb" if exe else ("harlequin" if _harlequin_installed() else "python")
         if tool == "python":
-            why += " and harlequin is not installed (pip install 'rlprobe[shell]')"
+            why += " and harlequin is not installed (pip install harlequin)"
     if tool == "duckdb":
         raise SystemExit(_open_duckdb_cli(run, target))
     if tool == "harlequin":
@@ -282,7 +284,8 @@ def harlequin_adapter(store: Any, label: str) -> Any:
 
 def _open_harlequin(run: str, why: str = "") -> int:
     if not _harlequin_installed():
-        raise ToolMissing(f"harlequin is not installed: pip install 'rlprobe[shell]', or use `rlprobe shell {run} --with python`")
+        raise ToolMissing(f"harlequin is not installed: pip install harlequin (or the shell extra), or use "
+                          f"`rlprobe shell {run} --with python`")
     from harlequin import Harlequin
 
     from rlprobe.store import open_store
