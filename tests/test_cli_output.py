@@ -228,3 +228,40 @@ def test_rich_is_not_imported_for_help_or_a_query_in_a_pipe(finished_run: Path) 
     proc = subprocess.run([sys.executable, "-c", code, str(finished_run)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "NO RICH"
+
+
+def test_watch_prints_a_heartbeat_at_a_quiet_interval(tmp_path: Path) -> None:
+    from rlprobe.synth import write_run
+
+    write_run(tmp_path / "bad", "KL_BLOWUP", n_steps=300, seed=1, samples_every=0)
+    result = invoke("watch", tmp_path / "bad", "--max-ticks", "4", "--poll", "0.3", "--heartbeat", "0.5")
+    assert result.exit_code == 1
+    beats = [line for line in result.stderr.splitlines() if "still watching" in line]
+    assert beats, result.stderr
+    assert re.search(r"step 300 reached \(300 steps\), 1 finding so far \(1 critical\)", beats[0]), beats[0]
+    quiet = invoke("watch", tmp_path / "bad", "--max-ticks", "3", "--poll", "0.3", "--heartbeat", "0")
+    assert "still watching" not in quiet.stderr
+
+
+def test_watch_on_a_path_that_never_appears_exits_2(tmp_path: Path) -> None:
+    result = invoke("watch", tmp_path / "typo", "--max-ticks", "3", "--poll", "0")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == (f"rlprobe: {tmp_path / 'typo'} never appeared in 3 looks (0 s apart): "
+                                              "check the path, or give --max-ticks more time")
+
+
+def test_report_draws_its_stages_on_the_one_progress_bar(finished_run: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import rlprobe.cli.report as report_cli
+
+    seen: list[tuple[str, int, int]] = []
+
+    class Recording(Progress):
+        def update(self, label: str, done: int = 0, total: int = 0) -> None:
+            seen.append((label, done, total))
+
+    monkeypatch.setattr(report_cli, "Progress", Recording)
+    result = invoke("report", finished_run, "--out", tmp_path / "r.html")
+    assert result.exit_code == 0, result.output
+    assert seen[0] == ("report: open", 0, 6) and seen[-1] == ("report: write", 5, 6)
+    assert result.stderr == ""  # not a terminal: no bar
