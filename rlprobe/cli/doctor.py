@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 from typing import Any, Callable
 
@@ -24,6 +23,8 @@ def _evidence_line(evidence: dict, limit: int = 5) -> str:
 
 def samples_hint(shown: str, sample_ids: list[str], imported: bool) -> str:
     """A command to paste that prints the samples a finding cites (the real path and ids)."""
+    import shlex
+
     ids = ", ".join("'" + s.replace("'", "''") + "'" for s in sample_ids)
     sql = f"SELECT step, sample_id, reward_total, completion_text FROM samples WHERE sample_id IN ({ids}) ORDER BY step"
     # double quotes read best around SQL's single quotes; anything a shell would expand inside them

@@ -22,9 +22,8 @@ import math
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import click
 
@@ -261,8 +260,7 @@ def indented(text: str, by: str = "  ") -> str:
 
 # -- formats and files ------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Output:
+class Output(NamedTuple):  # a NamedTuple, not a dataclass: `rlprobe --help` need not import dataclasses
     """Where and how a command prints its rows (from output_options): fmt, --out FILE, --no-headers."""
 
     fmt: str = "table"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shutil
@@ -32,6 +31,8 @@ def view_names() -> list[str]:
 
 def explain_unknown_table(exc: QueryError) -> QueryError:
     """A QueryError for a missing table that names the views that exist (others as they are)."""
+    import difflib  # here, not at the top: --help should not pay for it
+
     match = _UNKNOWN_TABLE.search(str(exc))
     if match is None:
         return exc
