@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -58,15 +59,21 @@ def _env(src: Path) -> dict[str, str]:
     return env
 
 
-def time_once(args: list[str], src: Path) -> float:
-    """Wall seconds of one fresh `python args` with src first on the path (output discarded)."""
+def time_once(args: list[str], src: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one fresh `python args` with src first on the path (output discarded).
+
+    CPU time (user + system of the child) moves less than wall time when other processes share
+    the cores, so it is the figure to read on a loaded machine.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, *args], env=_env(src), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120,
                           cwd=_NEUTRAL)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed in {src}: {proc.stderr.decode()[-500:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def rich_import(args: list[str], src: Path) -> dict[str, Any]:
@@ -109,13 +116,16 @@ def main() -> None:
         write_run(run, "healthy", n_steps=20, seed=0)
         cmds = commands(run)
         timings: dict[str, dict[str, list[float]]] = {label: {name: [] for name in trees} for label in cmds}
+        cpu: dict[str, dict[str, list[float]]] = {label: {name: [] for name in trees} for label in cmds}
         for label, argv in cmds.items():  # one warm-up each (page cache, __pycache__)
             for src in trees.values():
                 time_once(argv, src)
         for _ in range(repeats):  # interleaved, so both checkouts see the same load
             for label, argv in cmds.items():
                 for name, src in trees.items():
-                    timings[label][name].append(time_once(argv, src))
+                    wall, used = time_once(argv, src)
+                    timings[label][name].append(wall)
+                    cpu[label][name].append(used)
         rich = {label: {name: rich_import(argv, src) for name, src in trees.items()} for label, argv in cmds.items()}
 
     results: dict[str, Any] = {}
@@ -138,6 +148,10 @@ def main() -> None:
         row += [1000 * this]
         if "baseline" in trees:
             row += [entry["ratio_to_baseline"], entry["min_ratio_to_baseline"]]
+        entry["cpu"] = {name: summary(cpu[label][name]) for name in trees}
+        if "baseline" in trees:
+            entry["cpu_ratio_to_baseline"] = median(cpu[label]["this"]) / median(cpu[label]["baseline"])
+            row += [1000 * median(cpu[label]["baseline"]), 1000 * median(cpu[label]["this"]), entry["cpu_ratio_to_baseline"]]
         if "baseline" in trees:  # load-independent: what the command imports at all
             row += [f"{rich[label]['baseline']['all_modules']} -> {rich[label]['this']['all_modules']}"]
         row += [this / floor, "yes" if rich[label]["this"]["imported"] else "no",
@@ -146,14 +160,16 @@ def main() -> None:
         results[label] = entry
         rows.append(row)
     headers = ["command"] + (["baseline ms"] if "baseline" in trees else []) + ["this ms"]
-    headers += (["this / baseline", "min / min", "modules"] if "baseline" in trees else []) + ["x python start", "rich imported", "rich ms"]
+    headers += (["this / baseline", "min / min", "cpu ms base", "cpu ms this", "cpu ratio", "modules"] if "baseline" in trees else [])
+    headers += ["x python start", "rich imported", "rich ms"]
     print_table(f"median wall time of {repeats} fresh processes each (min / min: ratio of the fastest runs)", headers, rows)
     if "baseline" in trees:
         print()
         for label, entry in results.items():
             if "target" in entry:
                 verdict = entry["target"]
-                print(f"  {label}: median ratio {verdict['value']:.3f}, {met_text(verdict)}")
+                print(f"  {label}: median ratio {verdict['value']:.3f}, {met_text(verdict)}; CPU-time ratio "
+                      f"{entry['cpu_ratio_to_baseline']:.3f}")
     for label in ("rlprobe --help", 'rlprobe query RUN "SELECT 1" --csv'):
         print(f"  {label}: rich imported: {'yes (NOT met)' if rich[label]['this']['imported'] else 'no (met)'}")
     write_json("cli_startup", args.out, {"machine": info, "params": params, "results": results})
