@@ -33,6 +33,18 @@ Every command takes a run directory or a runs root (a folder with runs at any de
 and reads it through the SQL views described in [sql.md](sql.md). Errors are one line on stderr,
 `rlprobe: <what is wrong>`, with exit code 2: a missing path, a folder with no recording, bad
 SQL, a recording written by a newer rlprobe. `-h` is short for `--help` everywhere.
+
+Commands that print rows take sqlite-utils' output options: an aligned table by default, fitted
+to the terminal's width (long text cut with `…`, columns that do not fit left out and counted;
+at their natural width in a pipe unless `$COLUMNS` is set), or `--csv`, `--tsv`, `--json`,
+`--nl` (newline-delimited JSON), `--no-headers`; `--out FILE` writes the format its extension
+names (`.parquet`, `.csv`, `.tsv`, `.json`, `.jsonl`, `.ndjson`) unless a flag says otherwise.
+On a terminal, severity is in colour (`NO_COLOR=1` or `--no-color` turns it off), long output
+goes through `$PAGER` or `less` (`--no-pager`), and long work shows a progress bar on stderr.
+
+Shell completion comes from click: `eval "$(_RLPROBE_COMPLETE=bash_source rlprobe)"` in
+`~/.bashrc`, `eval "$(_RLPROBE_COMPLETE=zsh_source rlprobe)"` in `~/.zshrc`, or
+`_RLPROBE_COMPLETE=fish_source rlprobe | source` in fish's config.
 """
 
 

@@ -64,7 +64,7 @@ def test_ls_table(nested_root: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["run_id", "name", "status", "steps", "last_step", "algorithm", "model_name", "tags",
-                                "created_at", "path"]
+                                "created_at", "run_dir"]
     assert set(lines[1]) <= {"-", " "}
     body = {line.split()[0]: line.split() for line in lines[2:-1]}  # no tags here: that cell is blank
     assert body["run0"][1:5] == ["run0", "crashed", "4", "3"] and body["run0"][-1] == "run0"
@@ -348,20 +348,39 @@ def test_schema_of_a_run_shows_its_own_columns(finished_run: Path) -> None:
 
 # -- shell --------------------------------------------------------------------------------------
 
-def test_shell_without_the_duckdb_cli(finished_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shell_with_duckdb_asked_for_and_no_duckdb_cli(finished_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("shutil.which", lambda *a, **k: None)
-    result = invoke("shell", finished_run)
+    result = invoke("shell", finished_run, "--with", "duckdb")
     assert result.exit_code == 2
-    assert_one_line_error(result.stderr, "duckdb", "install")
+    assert_one_line_error(result.stderr, "duckdb", "install", "--with python")
 
 
-def test_shell_without_the_duckdb_cli_for_real(finished_run: Path, tmp_path: Path) -> None:
+def test_shell_without_the_duckdb_cli_opens_what_pip_installed(finished_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rlprobe.cli.query as query_cli
+
+    monkeypatch.setattr("shutil.which", lambda *a, **k: None)
+    opened: list[str] = []
+    monkeypatch.setattr(query_cli, "_harlequin_installed", lambda: True)
+    monkeypatch.setattr(query_cli, "_open_harlequin", lambda run, why="": opened.append(why) or 0)
+    result = invoke("shell", finished_run)
+    assert result.exit_code == 0 and opened == ["no duckdb CLI on PATH"]
+    monkeypatch.setattr(query_cli, "_harlequin_installed", lambda: False)
+    result = invoke("shell", finished_run, input="SELECT count(*) AS n FROM steps;\n")
+    assert result.exit_code == 0, result.output
+    assert "no duckdb CLI on PATH and harlequin is not installed" in result.stderr  # it says which one it opened
+    assert "opening rlprobe's SQL prompt over Python duckdb" in result.stderr
+    assert "n\n--" in result.stdout and "10" in result.stdout.split()
+
+
+def test_shell_for_real_with_the_python_prompt(finished_run: Path, tmp_path: Path) -> None:
     empty_bin = tmp_path / "bin"
     empty_bin.mkdir()
     env = {**os.environ, "PATH": str(empty_bin)}
-    proc = run_rlprobe("shell", finished_run, how="script", env=env)
-    assert proc.returncode == 2, proc.stderr
-    assert_one_line_error(proc.stderr, "duckdb", "install")
+    proc = subprocess.run([str(RLPROBE_SCRIPT), "shell", str(finished_run), "--with", "python"],
+                          input="SELECT count(*) AS n\nFROM steps;\n.quit\n", capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "opening rlprobe's SQL prompt" in proc.stderr
+    assert "10" in proc.stdout.split() and "(1 row)" in proc.stdout
 
 
 def _fake_duckdb(bin_dir: Path, version: str) -> Path:
@@ -390,10 +409,33 @@ def test_shell_opens_the_duckdb_cli_with_the_views(finished_run: Path, tmp_path:
 def test_shell_with_a_duckdb_cli_older_than_2(finished_run: Path, tmp_path: Path) -> None:
     _fake_duckdb(tmp_path / "bin", "v1.1.3 19864453f7")
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}", "FAKE_DUCKDB_OUT": str(tmp_path / "x")}
-    proc = run_rlprobe("shell", finished_run, how="script", env=env)
+    proc = run_rlprobe("shell", finished_run, "--with", "duckdb", how="script", env=env)
     assert proc.returncode == 2
     assert_one_line_error(proc.stderr, "2.0")
     assert not (tmp_path / "x").exists()
+    # asked for nothing in particular, it says why it did not open that one, and opens another
+    # (harlequin hidden, so the test does not depend on what is installed)
+    env["PYTHONPATH"] = str(_without_harlequin(tmp_path))
+    proc = subprocess.run([str(RLPROBE_SCRIPT), "shell", str(finished_run)], input="", capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "DuckDB 1.1" in proc.stderr and "opening rlprobe's SQL prompt" in proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def _without_harlequin(tmp_path: Path) -> Path:
+    """A folder for PYTHONPATH whose harlequin package cannot be found (a spec-less stub that hides it)."""
+    stub = tmp_path / "no-harlequin"
+    stub.mkdir(exist_ok=True)
+    (stub / "sitecustomize.py").write_text(
+        "import importlib.abc, sys\n"
+        "class _Hide(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'harlequin' or name.startswith('harlequin.'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Hide())\n")
+    return stub
 
 
 # -- help ---------------------------------------------------------------------------------------

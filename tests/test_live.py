@@ -532,7 +532,9 @@ def test_watch_cli_exit_codes_and_output(tmp_path: Path, newer_schema_run: Path,
 
     assert watch(tmp_path / "good", "--max-ticks", "1").exit_code == 0
     result = watch(tmp_path / "not-yet", "--max-ticks", "2", "--poll", "0")
-    assert result.exit_code == 0 and "waiting for run" in result.stderr
+    # it waited, then said in one last line that the run never appeared: exit 2, not a silent 0
+    assert result.exit_code == 2 and "waiting for run" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("rlprobe: ") and "never appeared in 2 looks" in result.stderr
 
     result = watch(newer_schema_run, "--max-ticks", "1")
     assert result.exit_code == 2

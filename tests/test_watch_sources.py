@@ -116,7 +116,7 @@ def test_watch_on_a_log_says_what_doctor_says(tmp_path: Path) -> None:
 
 def test_watch_waits_for_a_log_that_does_not_exist_yet(tmp_path: Path) -> None:
     result = invoke("watch", tmp_path / "later.log", "--max-ticks", 2, "--poll", 0)
-    assert result.exit_code == 0 and "waiting for source" in result.stderr
+    assert result.exit_code == 2 and "waiting for source" in result.stderr and "never appeared" in result.stderr
 
 
 def test_watch_refuses_a_source_that_is_not_what_it_says(tmp_path: Path) -> None:

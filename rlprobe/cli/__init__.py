@@ -99,3 +99,4 @@ from rlprobe.cli import report as _report  # noqa: E402
 from rlprobe.cli import records as _records  # noqa: E402
 from rlprobe.cli import rollouts as _rollouts  # noqa: E402
 from rlprobe.cli import ui as _ui  # noqa: E402
+from rlprobe.cli import export as _export  # noqa: E402

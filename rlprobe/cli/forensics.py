@@ -8,75 +8,19 @@ imported to a temporary recording first, as `rlprobe doctor` does.
 from __future__ import annotations
 
 import json
-import sys
-import threading
 from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator, Sequence
 
 import click
 
 from rlprobe.cli import cli
-from rlprobe.cli.options import emit_rows, format_table, output_options
+from rlprobe.cli.options import Output, display_options, emit, format_table, indented, output_options, show
+from rlprobe.cli.progress import Progress
 
 _CUT = 60  # characters of a text cell in terminal tables; --full prints whole texts
 _SORTS = ("reward", "advantage", "kl", "length", "logprob")
 _SAMPLE_COLUMNS = ("reward_total", "advantage", "kl_contribution", "completion_len", "logprob_mean")
 _SHOW_WINDOW_COLUMNS = 8
-
-
-class _Progress:
-    """A progress line on stderr for work that takes a while; silent in pipes, with --json, and
-    for work that ends within half a second (a bar that flashes by is noise).
-
-    A thread draws it, so a single long call (opening a big root) still shows that it is
-    working; update(label, done, total) makes it a bar, total 0 keeps a spinner.
-    """
-
-    _DELAY_S = 0.5
-    _WIDTH = 28
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self.state: tuple[str, int, int] = ("working", 0, 0)
-        self._done = threading.Event()
-        self._drawn = False
-        self._thread: threading.Thread | None = None
-
-    def update(self, label: str, done: int = 0, total: int = 0) -> None:
-        """Set what is shown next (called from the library's progress callback)."""
-        self.state = (label, done, total)
-
-    def __enter__(self) -> "_Progress":
-        if self.enabled:
-            self._thread = threading.Thread(target=self._draw, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self._drawn:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-    def _draw(self) -> None:
-        if self._done.wait(self._DELAY_S):
-            return
-        spin = "|/-\\"
-        i = 0
-        while not self._done.is_set():
-            label, done, total = self.state
-            if total:
-                filled = int(self._WIDTH * min(done, total) / total)
-                line = f"{label:<20} [{'#' * filled}{'.' * (self._WIDTH - filled)}] {done}/{total}"
-            else:
-                line = f"{label:<20} {spin[i % 4]}"
-            sys.stderr.write("\r" + line + "\033[K")
-            sys.stderr.flush()
-            self._drawn = True
-            i += 1
-            self._done.wait(0.1)
 
 
 @contextmanager
@@ -103,17 +47,15 @@ def _cut(text: Any, full: bool) -> Any:
     return flat if len(flat) <= _CUT else flat[: _CUT - 1] + "…"
 
 
-def _print_samples_full(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+def _samples_full(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[str]:
     """One block per sample with its whole prompt and completion (what --full prints)."""
+    out: list[str] = []
     for i, row in enumerate(rows):
         if i:
-            click.echo("")
+            out.append("")
         head = "  ".join(f"{c}={_fmt(row.get(c))}" for c in columns if c not in ("prompt_text", "completion_text"))
-        click.echo(f"-- {head}")
-        click.echo("prompt:")
-        click.echo(_indent(row.get("prompt_text")))
-        click.echo("completion:")
-        click.echo(_indent(row.get("completion_text")))
+        out += [f"-- {head}", "prompt:", _indent(row.get("prompt_text")), "completion:", _indent(row.get("completion_text"))]
+    return out
 
 
 def _indent(text: Any) -> str:
@@ -128,27 +70,27 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _emit_sample_table(table: Any, columns: list[str], fmt: str, out: str | None, full: bool) -> None:
+def _refuse_output_inside(path: str, output: Output) -> None:
+    """An --out file inside the recording (or below the root) is refused before anything runs."""
+    if output.out is not None:
+        from rlprobe.store import open_store
+
+        open_store(path).refuse_output_inside(output.out)
+
+
+def _emit_sample_table(table: Any, columns: list[str], output: Output, full: bool, key: str = "") -> None:
     """Print ranked samples: every column in --json/--csv/--out, the chosen ones on a terminal."""
-    if out:
-        import pyarrow.parquet as pq
-
-        from rlprobe.errors import QueryError
-
-        try:
-            pq.write_table(table, out)
-        except OSError as exc:
-            raise QueryError(f"cannot write {out}: {exc.strerror or exc}") from exc
-        click.echo(f"wrote {table.num_rows} rows to {out}", err=True)
+    if not output.to_terminal:
+        emit(table.column_names, [str(t) for t in table.schema.types], table, output)
         return
     rows = table.to_pylist()
-    if fmt in ("json", "csv"):
-        emit_rows(table.column_names, [str(t) for t in table.schema.types], [tuple(r.values()) for r in rows], fmt)
-        return
     if full:
-        _print_samples_full(rows, columns)
+        show("\n".join(_samples_full(rows, columns)))
         return
-    click.echo(format_table(columns, [tuple(_cut(r.get(c), False) for c in columns) for r in rows]))
+    # on a narrow terminal the secondary numbers go first; the rank key, ids and texts stay
+    drop = [c for c in reversed(columns) if c in _SAMPLE_COLUMNS + ("weight_share",) and c != key] + ["capture_reason"]
+    show(format_table(columns, [tuple(_cut(r.get(c), False) for c in columns) for r in rows], headers=output.headers,
+                      drop_first=drop))
 
 
 @cli.command("samples")
@@ -164,13 +106,14 @@ def _emit_sample_table(table: Any, columns: list[str], fmt: str, out: str | None
 @click.option("--full", is_flag=True, help="Print whole prompts and completions (tables cut text at 60 characters).")
 @output_options
 def samples_command(run: str, sort: str, around: int | None, window: int | None, step_from: int | None,
-                    step_to: int | None, ascending: bool, k: int, full: bool, fmt: str, out: str | None) -> None:
+                    step_to: int | None, ascending: bool, k: int, full: bool, output: Output) -> None:
     """Rank the captured samples of a run by reward, advantage, kl, length or logprob.
 
     Samples with no value for the sort key come last; ties break on step, then sample_id.
     Give a step range with --around N --window K or with --from A --to B (not both). On a runs
-    root, every run's samples are ranked together. Samples are what the recorder kept (by
-    default the 2 best, 2 worst and 4 random of each step), not whole batches.
+    root, every run's samples are ranked together and the table has a run_id column. Samples
+    are what the recorder kept (by default the 2 best, 2 worst and 4 random of each step), not
+    whole batches.
 
     Example:
 
@@ -179,23 +122,25 @@ def samples_command(run: str, sort: str, around: int | None, window: int | None,
         rlprobe samples runs/my-run --sort length --from 0 --to 50 --asc --json
     """
     from rlprobe.forensics import BadForensicsArgument, SORT_KEYS, query_samples, step_range
+    from rlprobe.store import resolve
 
     try:
         lo, hi = step_range(around=around, window=window, step_from=step_from, step_to=step_to)
     except BadForensicsArgument as exc:
         raise _usage(exc) from exc
-    with _Progress(fmt == "table" and not out) as bar, _recording(run) as (path, _):
+    with Progress(output.to_terminal) as bar, _recording(run) as (path, _):
         bar.update("ranking samples")
+        _refuse_output_inside(path, output)
+        on_root = resolve(path).kind == "root"
         table = query_samples(path, sort=sort, step_from=lo, step_to=hi, k=k, ascending=ascending)
     matched = table.column("matched")[0].as_py() if table.num_rows else 0
-    many_runs = len(set(table.column("run_id").to_pylist())) > 1
-    if fmt != "table" or out:
-        _emit_sample_table(table.drop_columns(["matched"]), [], fmt, out, full)
+    if not output.to_terminal:
+        _emit_sample_table(table.drop_columns(["matched"]), [], output, full)
         return
     key = SORT_KEYS[sort]
-    columns = (["run_id"] if many_runs else []) + ["step", "sample_id", key]
+    columns = (["run_id"] if on_root else []) + ["step", "sample_id", key]
     columns += [c for c in _SAMPLE_COLUMNS if c != key] + ["capture_reason", "prompt_text", "completion_text"]
-    _emit_sample_table(table, columns, fmt, out, full)
+    _emit_sample_table(table, columns, output, full, key)
     where = "all steps" if lo is None and hi is None else f"steps {'' if lo is None else lo}..{'' if hi is None else hi}"
     click.echo(f"top {table.num_rows} of {matched} captured samples in {where} by {key} "
                f"{'ascending' if ascending else 'descending'}", err=True)
@@ -209,7 +154,7 @@ def samples_command(run: str, sort: str, around: int | None, window: int | None,
 @click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True, help="How many samples.")
 @click.option("--full", is_flag=True, help="Print whole prompts and completions (tables cut text at 60 characters).")
 @output_options
-def spikes_command(run: str, step: int, window: int, k: int, full: bool, fmt: str, out: str | None) -> None:
+def spikes_command(run: str, step: int, window: int, k: int, full: bool, output: Output) -> None:
     """The samples that drove the update around a step: largest |advantage| first.
 
     In a policy-gradient update a sample's gradient is weighted by its advantage, so these are
@@ -225,20 +170,21 @@ def spikes_command(run: str, step: int, window: int, k: int, full: bool, fmt: st
     """
     from rlprobe.forensics import spike_drivers
 
-    with _Progress(fmt == "table" and not out) as bar, _recording(run) as (path, _):
+    with Progress(output.to_terminal) as bar, _recording(run) as (path, _):
         bar.update("ranking samples")
+        _refuse_output_inside(path, output)
         table = spike_drivers(path, step, window=window, k=k)
     matched = table.column("matched")[0].as_py() if table.num_rows else 0
     with_adv = table.column("with_advantage")[0].as_py() if table.num_rows else 0
-    if fmt != "table" or out:
-        _emit_sample_table(table.drop_columns(["matched", "with_advantage"]), [], fmt, out, full)
+    if not output.to_terminal:
+        _emit_sample_table(table.drop_columns(["matched", "with_advantage"]), [], output, full)
         return
     if not table.num_rows:
         click.echo(f"no captured samples in steps {step - window}..{step + window}")
         return
     columns = ["step", "sample_id", "advantage", "weight_share", "reward_total", "completion_len", "capture_reason",
                "prompt_text", "completion_text"]
-    _emit_sample_table(table, columns, fmt, out, full)
+    _emit_sample_table(table, columns, output, full, "advantage")
     note = f"top {table.num_rows} of {matched} captured samples in steps {step - window}..{step + window} by |advantage|"
     if with_adv < matched:
         note += f"; {matched - with_adv} have no advantage recorded and rank last"
@@ -254,6 +200,7 @@ def spikes_command(run: str, step: int, window: int, k: int, full: bool, fmt: st
               help="Captured samples of step N to print, best reward first.")
 @click.option("--full", is_flag=True, help="Print whole prompts and completions (tables cut text at 60 characters).")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as one JSON object (texts whole).")
+@display_options
 def show_command(run: str, step: int, window: int, max_samples: int, full: bool, as_json: bool) -> None:
     """Show one step: its metrics, the steps around it, events there, its captured samples.
 
@@ -267,7 +214,7 @@ def show_command(run: str, step: int, window: int, max_samples: int, full: bool,
     """
     from rlprobe.forensics import show_step
 
-    with _Progress(not as_json) as bar, _recording(run) as (path, report):
+    with Progress(not as_json) as bar, _recording(run) as (path, report):
         bar.update("reading step")
         detail = show_step(path, step, window=window, max_samples=max_samples)
     if report is not None:
@@ -275,52 +222,45 @@ def show_command(run: str, step: int, window: int, max_samples: int, full: bool,
     if as_json:
         click.echo(json.dumps(detail.to_dict(), indent=2, ensure_ascii=False, default=str))
         return
-    _print_step(detail, full)
+    show("\n".join(_step_lines(detail, full)))
 
 
-def _print_step(d: Any, full: bool) -> None:  # d: rlprobe.forensics.StepDetail
+def _step_lines(d: Any, full: bool) -> list[str]:  # d: rlprobe.forensics.StepDetail
     from rlprobe.forensics.show import KEY_METRICS
 
-    click.echo(f"{d.run_id}  ({d.run_dir}, {d.status})  step {d.step}")
-    click.echo("")
-    click.echo(f"metrics at step {d.step}:")
+    out = [f"{d.run_id}  ({d.run_dir}, {d.status})  step {d.step}", "", f"metrics at step {d.step}:"]
     metrics = {k: v for k, v in d.metrics.items() if k not in ("step", "wall_time")}
     ordered = [k for k in KEY_METRICS if k in metrics] + sorted(k for k in metrics if k not in KEY_METRICS)
     width = max((len(k) for k in ordered), default=0)
     for name in ordered:
-        click.echo(f"  {name:<{width}}  {_fmt(metrics[name]) if not isinstance(metrics[name], list) else json.dumps(metrics[name])}")
+        out.append(f"  {name:<{width}}  {_fmt(metrics[name]) if not isinstance(metrics[name], list) else json.dumps(metrics[name])}")
     shown = [c for c in KEY_METRICS if c in d.metric_names][:_SHOW_WINDOW_COLUMNS]
     if not shown:
         shown = [c for c in d.metric_names if c != "kl_positional"][:_SHOW_WINDOW_COLUMNS]
-    click.echo("")
-    click.echo(f"steps {d.window_from}..{d.window_to} ({len(d.window)} recorded; > marks step {d.step}):")
+    out += ["", f"steps {d.window_from}..{d.window_to} ({len(d.window)} recorded; > marks step {d.step}):"]
     rows = [((">" if r["step"] == d.step else ""), r["step"], *[r.get(c) for c in shown]) for r in d.window]
-    click.echo(_indent_block(format_table(["", "step", *shown], rows)))
-    click.echo("")
+    out += [indented(format_table(["", "step", *shown], rows, margin=2)), ""]
     if d.events:
-        click.echo(f"events in steps {d.window_from}..{d.window_to}:")
+        out.append(f"events in steps {d.window_from}..{d.window_to}:")
         rows = [(e["step"], e["kind"], e["rank"], _cut(e["message"], full), _cut(json.dumps(e["data"], default=str), full))
                 for e in d.events]
-        click.echo(_indent_block(format_table(["step", "kind", "rank", "message", "data"], rows)))
+        out.append(indented(format_table(["step", "kind", "rank", "message", "data"], rows, margin=2)))
     else:
-        click.echo(f"no events in steps {d.window_from}..{d.window_to}")
-    click.echo("")
+        out.append(f"no events in steps {d.window_from}..{d.window_to}")
+    out.append("")
     if not d.samples_at_step:
-        click.echo(f"no samples captured at step {d.step}")
-        return
-    click.echo(f"samples captured at step {d.step}: {d.samples_at_step}" +
+        out.append(f"no samples captured at step {d.step}")
+        return out
+    out.append(f"samples captured at step {d.step}: {d.samples_at_step}" +
                (f", showing {len(d.samples)} by reward" if d.samples else " (--max-samples 0)"))
     if not d.samples:
-        return
+        return out
     columns = ["sample_id", "reward_total", "advantage", "completion_len", "capture_reason", "prompt_text", "completion_text"]
     if full:
-        _print_samples_full(d.samples, columns)
+        out += _samples_full(d.samples, columns)
     else:
-        click.echo(_indent_block(format_table(columns, [tuple(_cut(s.get(c), False) for c in columns) for s in d.samples])))
-
-
-def _indent_block(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())
+        out.append(indented(format_table(columns, [tuple(_cut(s.get(c), False) for c in columns) for s in d.samples], margin=2)))
+    return out
 
 
 @cli.command("diff")
@@ -334,6 +274,7 @@ def _indent_block(text: str) -> str:
 @click.option("--max-prompts", type=click.IntRange(min=0), default=10, show_default=True,
               help="Per-prompt gaps to list.")
 @click.option("--full", is_flag=True, help="Print whole prompt texts (tables cut text at 60 characters).")
+@display_options
 def diff_command(run_a: str, run_b: str, as_json: bool, z_thresh: float, sustain: int, max_prompts: int, full: bool) -> None:
     """Compare run B with run A: config delta, where each metric first diverged, per-prompt gaps.
 
@@ -341,8 +282,10 @@ def diff_command(run_a: str, run_b: str, as_json: bool, z_thresh: float, sustain
     (runs of different lengths are compared where both have steps; metrics only one run logged
     are listed as such). A metric diverges at the first step where B - A leaves the band of
     its first common steps (median, robust spread) by --z-thresh spreads and stays out, on one
-    side, for --sustain consecutive common steps. Prompt gaps: prompts captured in both runs,
-    ranked by the difference of their mean reward (B - A).
+    side, for --sustain consecutive common steps. In the table, "B vs A" compares the two
+    values shown at that step, and "B - A" says which way the gap left its early level (a gap
+    that shrinks moves down even while B is still higher). Prompt gaps: prompts captured in
+    both runs, ranked by the difference of their mean reward (B - A).
 
     Example:
 
@@ -354,7 +297,7 @@ def diff_command(run_a: str, run_b: str, as_json: bool, z_thresh: float, sustain
 
     if not (z_thresh > 0 and z_thresh != float("inf")):
         raise click.BadParameter(f"must be a positive number, got {z_thresh}", param_hint="--z-thresh")
-    with _Progress(not as_json) as bar, ExitStack() as stack:
+    with Progress(not as_json) as bar, ExitStack() as stack:
         path_a, report_a = stack.enter_context(_recording(run_a))
         path_b, report_b = stack.enter_context(_recording(run_b))
         try:
@@ -368,44 +311,46 @@ def diff_command(run_a: str, run_b: str, as_json: bool, z_thresh: float, sustain
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str))
         return
-    _print_diff(result, full)
+    show("\n".join(_diff_lines(result, full)))
 
 
-def _print_diff(d: Any, full: bool) -> None:  # d: rlprobe.diff.RunDiff
+def _diff_lines(d: Any, full: bool) -> list[str]:  # d: rlprobe.diff.RunDiff
+    out = []
     for label, s in (("A", d.a), ("B", d.b)):
         steps = f"{s.steps} steps" + (f" ({s.first_step}..{s.last_step})" if s.first_step is not None else "")
-        click.echo(f"{label}: {s.run_id}  ({s.run_dir}, {s.status})  {steps}  {s.algorithm or '-'}  {s.model_name or '-'}")
-    overlap = f"{d.overlap_steps} common steps" + (f" ({d.overlap_from}..{d.overlap_to})" if d.overlap_steps else "")
-    click.echo(overlap)
-    click.echo("")
+        out.append(f"{label}: {s.run_id}  ({s.run_dir}, {s.status})  {steps}  {s.algorithm or '-'}  {s.model_name or '-'}")
+    out += [f"{d.overlap_steps} common steps" + (f" ({d.overlap_from}..{d.overlap_to})" if d.overlap_steps else ""), ""]
     if d.config_delta:
-        click.echo(f"config: {len(d.config_delta)} key{'s' if len(d.config_delta) != 1 else ''} differ")
+        out.append(f"config: {len(d.config_delta)} key{'s' if len(d.config_delta) != 1 else ''} differ")
         rows = [(c.key, _config_value(c.a, c.only_in == "b"), _config_value(c.b, c.only_in == "a")) for c in d.config_delta]
-        click.echo(_indent_block(format_table(["key", "A", "B"], rows)))
+        out.append(indented(format_table(["key", "A", "B"], rows, margin=2)))
     else:
-        click.echo("config: same trainer_config")
-    click.echo("")
+        out.append("config: same trainer_config")
+    out.append("")
     if d.divergences:
-        click.echo(f"divergences (|z| > {d.z_thresh:g} for {d.sustain} common steps), earliest first:")
-        rows = [(v.metric, v.first_step, "higher" if v.direction == "b_higher" else "lower", round(v.z, 1),
-                 v.a_value, v.b_value, v.peak_step, round(v.peak_z, 1)) for v in d.divergences]
-        click.echo(_indent_block(format_table(["metric", "from_step", "B is", "z", "A", "B", "peak_step", "peak_z"], rows)))
+        out.append(f"divergences (|z| > {d.z_thresh:g} for {d.sustain} common steps), earliest first; "
+                   "B vs A: the values shown, B - A: which way the gap left its early level:")
+        rows = [(v.metric, v.first_step, v.a_value, v.b_value, v.b_is(), "rose" if v.direction == "b_higher" else "fell",
+                 round(v.z, 1), v.peak_step, round(v.peak_z, 1)) for v in d.divergences]
+        out.append(indented(format_table(["metric", "from_step", "A", "B", "B vs A", "B - A", "z", "peak_step", "peak_z"],
+                                         rows, margin=2)))
     else:
-        click.echo(f"divergences: none (no metric left its early gap by {d.z_thresh:g} spreads for {d.sustain} steps)")
+        out.append(f"divergences: none (no metric left its early gap by {d.z_thresh:g} spreads for {d.sustain} steps)")
     if d.unchanged:
-        click.echo(f"  no divergence: {', '.join(d.unchanged)}")
+        out.append(f"  no divergence: {', '.join(d.unchanged)}")
     for label, names in (("apart from the first steps on (an offset, not a divergence)", d.apart_from_start),
                          ("only in A", d.only_in_a), ("only in B", d.only_in_b),
                          ("too few common steps to judge", d.too_short)):
         if names:
-            click.echo(f"  {label}: {', '.join(names)}")
-    click.echo("")
+            out.append(f"  {label}: {', '.join(names)}")
+    out.append("")
     if d.prompt_gaps:
-        click.echo(f"prompt gaps ({d.shared_prompts} prompts captured in both; mean reward B - A, largest first):")
+        out.append(f"prompt gaps ({d.shared_prompts} prompts captured in both; mean reward B - A, largest first):")
         rows = [(_cut(g.prompt_text, full), round(g.gap, 4), g.reward_mean_a, g.reward_mean_b, g.n_a, g.n_b) for g in d.prompt_gaps]
-        click.echo(_indent_block(format_table(["prompt", "gap", "reward_A", "reward_B", "n_A", "n_B"], rows)))
+        out.append(indented(format_table(["prompt", "gap", "reward_A", "reward_B", "n_A", "n_B"], rows, margin=2)))
     else:
-        click.echo("prompt gaps: no prompt captured in both runs" if not d.shared_prompts else "prompt gaps: not listed (--max-prompts 0)")
+        out.append("prompt gaps: no prompt captured in both runs" if not d.shared_prompts else "prompt gaps: not listed (--max-prompts 0)")
+    return out
 
 
 def _config_value(value: Any, missing: bool) -> str:

@@ -59,10 +59,10 @@ def import_command(source: str, run_dir: str, kind: str, step_every: int | None,
         rlprobe import mlruns/ runs/from-mlflow
         rlprobe import train.log runs/baseline --name "baseline, lr 1e-6" --tag sweep-3 --tag baseline
     """
-    from rlprobe.cli.forensics import _Progress
+    from rlprobe.cli.progress import Progress
     from rlprobe.importers import import_source
 
-    with _Progress(not as_json) as bar:
+    with Progress(not as_json) as bar:
         report = import_source(source, run_dir, kind=kind, step_every=step_every, algorithm=algorithm,
                                model_name=model_name, run_id=run_id, progress=bar.update)
     if name is not None or tags:

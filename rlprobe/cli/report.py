@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from rlprobe.cli import cli
+from rlprobe.cli.progress import Progress
 
 
 @cli.command("report")
@@ -38,14 +37,11 @@ def report_command(run: str, out_path: str | None, config_path: str | None) -> N
 
     if is_importable(run):
         click.echo(f"(importing {run} to a temporary recording; `rlprobe import` keeps one)", err=True)
-    if sys.stderr.isatty():  # a bar on a terminal only: never in pipes, logs or captured output
-        with click.progressbar(length=len(STAGES), label="rendering report", file=sys.stderr,
-                               item_show_func=lambda s: s) as bar:
-            def progress(stage: str) -> None:
-                bar.update(1, stage)
+    with Progress(label="rendering report") as bar:
+        def progress(stage: str) -> None:
+            # called as each stage starts: the ones before it are done
+            bar.update(f"report: {stage}", STAGES.index(stage) if stage in STAGES else 0, len(STAGES))
 
-            path = render_report(run, out_path, config_path=config_path, progress=progress)
-    else:
-        path = render_report(run, out_path, config_path=config_path)
+        path = render_report(run, out_path, config_path=config_path, progress=progress)
     click.echo(str(path))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from rlprobe.cli import cli
-from rlprobe.cli.options import emit_rows, output_options
+from rlprobe.cli.options import Output, output_options
 
 
 @cli.command("batch-age")
@@ -13,7 +13,7 @@ from rlprobe.cli.options import emit_rows, output_options
 @click.option("--trace", "traces", multiple=True, type=click.Path(path_type=str),
               help="Another trace file to read (repeatable); with a run directory it belongs to that run.")
 @output_options
-def batch_age_command(run: str, traces: tuple[str, ...], fmt: str, out: str | None) -> None:
+def batch_age_command(run: str, traces: tuple[str, ...], output: Output) -> None:
     """Print each trained step's batch age from the rollout trace.
 
     Batch age is the token-weighted number of policy updates between generating a token and
@@ -36,10 +36,6 @@ def batch_age_command(run: str, traces: tuple[str, ...], fmt: str, out: str | No
     for warning in store.warnings:
         click.echo(f"rlprobe: warning: {warning}", err=True)
     sql = f"SELECT {BATCH_AGE_COLUMNS} FROM batch_age ORDER BY run_id, step"
-    if out:
-        from rlprobe.cli.query import _write_parquet
+    from rlprobe.cli.query import emit_query
 
-        _write_parquet(store, sql, out)
-        return
-    columns, types, rows = store.rows(sql)
-    emit_rows(columns, types, rows, fmt)
+    emit_query(store, sql, output)

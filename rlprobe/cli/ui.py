@@ -26,7 +26,7 @@ def ui_command(path: str, port: int, host: str, open_browser: bool, config_path:
     colour; a page per run (findings, evidence, samples, events, config) and a compare page for
     two. Runs still recording update on their own. Nothing is written into a recording, nothing
     outside ROOT_OR_RUN is read, nothing is fetched from the network. Needs
-    pip install "rlprobe[ui]".
+    the ui extra (pip install -e ".[ui]" in rlprobe's clone).
 
     Example:
 

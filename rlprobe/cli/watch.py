@@ -13,8 +13,8 @@ from typing import Any, Iterator
 import click
 
 from rlprobe.cli import cli
+from rlprobe.cli.options import display_options, style
 
-_COLOURS = {"critical": "red", "warn": "yellow", "info": "cyan"}
 _SINK_CLOSE_S = 10.0  # at exit, how long queued webhook posts may take before we give up on them
 
 
@@ -22,7 +22,7 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _print_finding(finding: Any, was: str | None, as_json: bool, colour: bool) -> None:
+def _print_finding(finding: Any, was: str | None, as_json: bool) -> None:
     when = _now()
     if as_json:
         record = {"time": when.isoformat(timespec="seconds"), "escalated_from": was, **finding.model_dump(mode="json")}
@@ -33,7 +33,9 @@ def _print_finding(finding: Any, was: str | None, as_json: bool, colour: bool) -
         f"from step {finding.first_step}  confidence {finding.confidence:.2f}"
         + (f"  (was {was})" if was else "")
     )
-    click.echo(click.style(head, fg=_COLOURS[finding.severity], bold=True) if colour else head)
+    click.echo(style(head, finding.severity))
+    if finding.explained_by:
+        click.echo(f"  (symptom of {finding.explained_by})")
     click.echo(f"  {finding.explanation}")
     for action in finding.suggested_actions[:3]:
         click.echo(f"  try: {action}")
@@ -54,7 +56,9 @@ _FOLLOWED = ("auto", "console", "jsonl", "trainer_state", "tensorboard", "xtuner
 @click.option("--webhook", "webhooks", metavar="URL", multiple=True,
               help="POST each new finding as Slack-compatible JSON to URL (a Slack incoming webhook). Repeatable.")
 @click.option("--max-ticks", type=click.IntRange(min=1), default=None,
-              help="Stop after N looks (default: until Ctrl-C).")
+              help="Stop after N looks (default: until Ctrl-C). A RUN that never appeared by then exits 2.")
+@click.option("--heartbeat", "heartbeat_s", type=click.FloatRange(min=0.0), default=60.0, show_default=True,
+              help="Seconds between two 'still watching' lines on stderr (step reached, findings so far); 0: none.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=str),
               help="doctor.toml with per-detector thresholds.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per finding, one per line.")
@@ -65,14 +69,17 @@ _FOLLOWED = ("auto", "console", "jsonl", "trainer_state", "tensorboard", "xtuner
 @click.option("--into", "into", type=click.Path(file_okay=False, path_type=str), default=None,
               help="Following a source: keep the recording it becomes in this new directory (default: a "
                    "temporary one, removed at exit).")
-def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks: int | None, config_path: str | None,
-                  as_json: bool, kind: str, step_every: int | None, into: str | None) -> None:
+@display_options
+def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks: int | None, heartbeat_s: float,
+                  config_path: str | None, as_json: bool, kind: str, step_every: int | None, into: str | None) -> None:
     """Live-tail a run: print each new finding as it appears, again if it worsens.
 
     RUN may not exist yet: the watcher waits for it. Each look reads only what the recorder
     wrote since the last one and runs the doctor's full catalog, with the same findings
     `rlprobe doctor` would give at that moment. A finding is printed once, and again only when
-    its severity rises (warn -> critical). Status notes go to stderr, findings to stdout.
+    its severity rises (warn -> critical). Status notes go to stderr, findings to stdout; while
+    nothing new happens, a heartbeat line on stderr says the step reached and the findings so
+    far (every --heartbeat seconds).
 
     RUN may also be a file a trainer is writing that rlprobe did not record: a console log
     (the Trainer's dicts, verl's step lines, XTuner's rollout blocks), a JSONL file of metric
@@ -83,7 +90,7 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
 
     Exit code: 1 if any critical finding was seen, 0 otherwise, when --max-ticks is reached or
     on Ctrl-C; 2 when the run cannot be read (a newer recording format, a bad --config, a
-    source that is not what its name says).
+    source that is not what its name says) or RUN never appeared in --max-ticks looks.
 
     Example:
 
@@ -104,9 +111,8 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
     with _followed(source, kind, step_every, into) as followed:
         target = str(followed.run_dir) if followed is not None else run
         watcher = RunWatcher(target, sinks=sinks, config_path=config_path)
-        colour = sys.stdout.isatty() and not as_json
         worst: dict[str, str] = {}
-        state = {"critical": False, "status": None, "errors_seen": 0}
+        state: dict[str, Any] = {"critical": False, "status": None, "errors_seen": 0, "beat": time.monotonic()}
 
         def look() -> None:
             new = watcher.tick()
@@ -124,7 +130,12 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
                 was = worst.get(finding.signature_id)
                 worst[finding.signature_id] = finding.severity
                 state["critical"] = state["critical"] or finding.severity == "critical"
-                _print_finding(finding, was if was and SEVERITY_ORDER[was] < SEVERITY_ORDER[finding.severity] else None, as_json, colour)
+                _print_finding(finding, was if was and SEVERITY_ORDER[was] < SEVERITY_ORDER[finding.severity] else None, as_json)
+            if new or status != state["status"]:
+                state["beat"] = time.monotonic()
+            elif heartbeat_s and time.monotonic() - state["beat"] >= heartbeat_s:
+                state["beat"] = time.monotonic()
+                _note(_heartbeat(status, watcher, worst, run))
 
         try:
             while True:
@@ -132,6 +143,8 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
                     followed.sync()
                 look()
                 if max_ticks is not None and watcher.ticks >= max_ticks:
+                    if str(watcher.status).startswith("waiting") or state["status"] == "waiting for source":
+                        state["never_appeared"] = True
                     break
                 time.sleep(poll_s)
         except KeyboardInterrupt:
@@ -151,7 +164,23 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
                     _note(f"{sink.pending} webhook post(s) to {sink.url} still pending at exit")
                 if sink.failed or sink.dropped:
                     _note(f"webhook {sink.url}: {sink.sent} sent, {sink.failed} failed, {sink.dropped} dropped; last error: {sink.last_error}")
+    if state.get("never_appeared"):
+        from rlprobe.errors import RecordingNotFound
+
+        raise RecordingNotFound(f"{run} never appeared in {max_ticks} look{'s' if max_ticks != 1 else ''} "
+                                f"({poll_s:g} s apart): check the path, or give --max-ticks more time")
     sys.exit(1 if state["critical"] else 0)
+
+
+def _heartbeat(status: str, watcher: Any, worst: dict[str, str], run: str) -> str:
+    """The quiet-interval line: where the run is, and what was found so far."""
+    when = _now()
+    if status != "watching":
+        return f"[{when:%H:%M:%S}] still {status}: {run} ({watcher.ticks} looks)"
+    counts = {sev: sum(1 for s in worst.values() if s == sev) for sev in ("critical", "warn", "info")}
+    found = ", ".join(f"{n} {sev}" for sev, n in counts.items() if n)
+    return (f"[{when:%H:%M:%S}] still watching {run}: step {watcher.last_step} reached ({watcher.steps} steps), "
+            f"{len(worst)} finding{'s' if len(worst) != 1 else ''} so far" + (f" ({found})" if found else ""))
 
 
 def _source_to_follow(run: str, kind: str) -> str | None:

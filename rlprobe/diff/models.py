@@ -35,7 +35,9 @@ class Divergence(BaseModel):
 
     diff = b - a on the steps both runs logged; z = (diff - baseline_diff) / noise, where
     baseline_diff and noise are the median and robust spread of diff over the first
-    baseline_steps overlapping steps. direction: "b_higher" when z > 0.
+    baseline_steps overlapping steps. direction: "b_higher" when z > 0, that is when the gap
+    B - A rose above its early level; B itself may still be below A (b_is says which is higher
+    at first_step).
     """
 
     metric: str
@@ -50,6 +52,16 @@ class Divergence(BaseModel):
     noise: float
     baseline_steps: tuple[int, int]  # first and last step of the baseline
     overlap: int  # steps both runs logged the metric at
+
+    def b_is(self) -> str:
+        """"higher", "lower" or "equal": B's value against A's at first_step (the values shown).
+
+        Not the same as direction: a gap that was +200 early and fell to +100 moved down while
+        B is still higher.
+        """
+        if self.a_value is None or self.b_value is None or self.a_value == self.b_value:
+            return "equal"
+        return "higher" if self.b_value > self.a_value else "lower"
 
 
 class PromptGap(BaseModel):

@@ -48,12 +48,14 @@ def diagnose_connection(
     runs: list[dict[str, Any]],
     cfg: DoctorConfig,
     root: session.RootSession | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> list[Diagnosis]:
     """Diagnose each run of `runs` over a connection whose views hold them (see rlprobe.doctor.session).
 
     Each detector runs once per run, causes before their symptoms; a detector that raises is
     listed as skipped with the error, never hiding the others' findings. Then every finding a
-    declared cause explains is marked as its symptom, and the findings are ranked.
+    declared cause explains is marked as its symptom, and the findings are ranked. progress,
+    if given, is called as (label, runs done, runs in all) before each run.
     """
     features_by_run = session.split(run(con, FEATURES_SQL), "run_id") if root is None else {}
     detectors = all_detectors()
@@ -64,8 +66,10 @@ def diagnose_connection(
             root.cache_features_of(sql)
         return run(con, sql, params)
 
-    for info in runs:
+    for done, info in enumerate(runs):
         run_id = info["run_id"]
+        if progress is not None:
+            progress(f"diagnosing {run_id}", done, len(runs))
         if root is not None:
             root.focus(run_id)
             features_by_run = root.features_by_run
@@ -111,13 +115,14 @@ def _runs_of(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 
 def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None,
-                  strict: bool = False) -> list[Diagnosis]:
+                  strict: bool = False, progress: Callable[[str, int, int], None] | None = None) -> list[Diagnosis]:
     """Diagnose a run or every run below a root; runs without steps are left out.
 
     A root is read once and its features computed in one SQL pass per chunk of runs (about a
     million steps); each detector's follow-up queries then see only the run being diagnosed.
     A run of a root whose files cannot be read is left out with a BrokenRunWarning naming the
-    file (rlprobe.store.health); strict=True raises instead.
+    file (rlprobe.store.health); strict=True raises instead. progress (label, runs done, runs in
+    all) is called before each run, for a progress bar.
     """
     cfg = load_config(config_path, config)
     store = open_store(path, strict=strict)
@@ -129,8 +134,8 @@ def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[s
             raise NotARecording(f"{path} has no steps recorded yet: nothing to diagnose")
         if len(runs) == 1:
             session.materialize(store.con)
-            return diagnose_connection(store.con, runs, cfg)
-        return diagnose_connection(store.con, runs, cfg, session.RootSession(store.con, runs, FEATURES_SQL))
+            return diagnose_connection(store.con, runs, cfg, progress=progress)
+        return diagnose_connection(store.con, runs, cfg, session.RootSession(store.con, runs, FEATURES_SQL), progress=progress)
 
     return store.tolerate(diagnose_all)
 

@@ -196,14 +196,18 @@ LS_SQL = (
 """What `rlprobe ls` lists (its last column is run_dir)."""
 
 
-def with_broken_runs(store: Store, columns: list[str], rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """rows of the runs view plus one row per broken run the store left out: status 'broken',
-    run_id its folder name, run_dir its folder, every other column NULL."""
-    out = list(rows)
+def with_broken_runs(store: Store, table: Any) -> Any:
+    """The runs-view rows of table (a pyarrow Table) plus one row per broken run the store left
+    out: status 'broken', run_id its folder name, run_dir its folder, every other column NULL."""
+    if not store.broken:
+        return table
+    import pyarrow as pa
+
+    rows = []
     for run_dir in sorted(store.broken):
         row = {"run_id": os.path.basename(run_dir.rstrip("/")) or run_dir, "status": "broken", "run_dir": run_dir}
-        out.append(tuple(row.get(c) for c in columns))
-    return out
+        rows.append({c: row.get(c) for c in table.column_names})
+    return pa.concat_tables([table, pa.Table.from_pylist(rows, schema=table.schema)])
 
 
 def list_runs(root: str | os.PathLike[str], strict: bool = False) -> list[dict[str, Any]]:

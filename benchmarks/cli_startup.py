@@ -1,0 +1,179 @@
+"""How long the `rlprobe` command takes to start: `--help`, and a query that reads nothing.
+
+A user types `rlprobe --help` or `rlprobe query RUN "SELECT 1"` and waits for Python to import
+what the command needs; rich (the tables, colour and progress bars) must not add to that where it
+is not used. Each command runs as a user runs it (`python -m rlprobe ...`, a fresh process each
+time), alternating between this checkout and a baseline checkout given with --baseline-src (say,
+the commit before a change: `git archive <sha> | tar -x -C /tmp/base`), so both are timed under
+the same load. The same-run floor is the interpreter itself (`python -c pass`) and
+`python -c "import click"`.
+
+For each command it also runs `python -X importtime` once and reports whether rich was
+imported and what its import cost (the cumulative time of its top-level package).
+
+    python benchmarks/cli_startup.py --baseline-src /tmp/base
+    python benchmarks/cli_startup.py --quick            # fewer repetitions, no baseline needed
+
+Target: each command's median within 5% of the baseline checkout's (ratio <= 1.05; the ratio of
+the fastest runs is shown beside it), and rich not imported by `--help` or by a query in a pipe.
+On a loaded machine both swing by more than 5%, so the table also counts the modules each
+command imports in each checkout (python -X importtime), which does not depend on the load.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPO, base_parser, header, machine_info, median, met_text, print_table, summary, target, write_json  # noqa: E402
+
+
+def commands(run: str) -> dict[str, list[str]]:
+    """What is timed: label -> arguments after `python`."""
+    return {
+        "python -c pass": ["-c", "pass"],
+        "python -c 'import click'": ["-c", "import click"],
+        "rlprobe --help": ["-m", "rlprobe", "--help"],
+        'rlprobe query RUN "SELECT 1"': ["-m", "rlprobe", "query", run, "SELECT 1"],
+        'rlprobe query RUN "SELECT 1" --csv': ["-m", "rlprobe", "query", run, "SELECT 1", "--csv"],
+        "rlprobe ls RUN": ["-m", "rlprobe", "ls", run],
+    }
+
+
+# `python -m` puts the current folder first on sys.path, ahead of PYTHONPATH: run from a folder
+# that holds no rlprobe, or a checkout in the current folder would be timed for both sides
+_NEUTRAL = tempfile.gettempdir()
+
+
+def _env(src: Path) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(src))
+    env.pop("COLUMNS", None)
+    return env
+
+
+def time_once(args: list[str], src: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one fresh `python args` with src first on the path (output discarded).
+
+    CPU time (user + system of the child) moves less than wall time when other processes share
+    the cores, so it is the figure to read on a loaded machine.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, *args], env=_env(src), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120,
+                          cwd=_NEUTRAL)
+    elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed in {src}: {proc.stderr.decode()[-500:]}")
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def rich_import(args: list[str], src: Path) -> dict[str, Any]:
+    """Whether `python -X importtime args` imported rich, and the cumulative µs of its package."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *args], env=_env(src), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, timeout=120, cwd=_NEUTRAL)
+    total_us = None
+    modules = 0
+    imported = 0
+    for line in proc.stderr.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
+        if not match:
+            continue
+        imported += 1
+        name = match.group(4)
+        if name == "rich" or name.startswith("rich."):
+            modules += 1
+            if name == "rich":
+                total_us = int(match.group(2))
+    return {"imported": modules > 0, "modules": modules, "cumulative_us": total_us, "all_modules": imported}
+
+
+def main() -> None:
+    parser = base_parser(__doc__ or "")
+    parser.add_argument("--baseline-src", metavar="DIR", help="a checkout of the baseline commit (its rlprobe/ and sql/)")
+    parser.add_argument("--repeats", type=int, default=None, help="runs of each command per checkout (default 21, quick 5)")
+    args = parser.parse_args()
+    repeats = args.repeats or (5 if args.quick else 21)
+    trees: dict[str, Path] = {"this": REPO}
+    if args.baseline_src:
+        trees = {"baseline": Path(args.baseline_src).resolve(), "this": REPO}
+    info = machine_info()
+    params = {"repeats": repeats, "baseline_src": args.baseline_src, "load_1min": os.getloadavg()[0]}
+    header("cli_startup", info, params)
+
+    from rlprobe.synth import write_run
+
+    with tempfile.TemporaryDirectory(prefix="rlprobe-bench-startup-") as tmp:
+        run = str(Path(tmp) / "run")
+        write_run(run, "healthy", n_steps=20, seed=0)
+        cmds = commands(run)
+        timings: dict[str, dict[str, list[float]]] = {label: {name: [] for name in trees} for label in cmds}
+        cpu: dict[str, dict[str, list[float]]] = {label: {name: [] for name in trees} for label in cmds}
+        for label, argv in cmds.items():  # one warm-up each (page cache, __pycache__)
+            for src in trees.values():
+                time_once(argv, src)
+        for _ in range(repeats):  # interleaved, so both checkouts see the same load
+            for label, argv in cmds.items():
+                for name, src in trees.items():
+                    wall, used = time_once(argv, src)
+                    timings[label][name].append(wall)
+                    cpu[label][name].append(used)
+        rich = {label: {name: rich_import(argv, src) for name, src in trees.items()} for label, argv in cmds.items()}
+
+    results: dict[str, Any] = {}
+    rows = []
+    floor = median(timings["python -c pass"]["this"])
+    for label in cmds:
+        entry: dict[str, Any] = {name: summary(timings[label][name]) for name in trees}
+        this = median(timings[label]["this"])
+        row: list[Any] = [label]
+        if "baseline" in trees:
+            base = median(timings[label]["baseline"])
+            entry["ratio_to_baseline"] = this / base
+            entry["min_ratio_to_baseline"] = min(timings[label]["this"]) / min(timings[label]["baseline"])
+            if label.startswith("rlprobe"):
+                floor_ratio = median(timings["python -c pass"]["this"]) / median(timings["python -c pass"]["baseline"])
+                entry["target"] = target(entry["ratio_to_baseline"], "<=", 1.05,
+                                         unresolved=f"the interpreter alone differs by {abs(floor_ratio - 1):.0%} between the "
+                                                    "two under this load" if abs(floor_ratio - 1) > 0.05 else None)
+            row += [1000 * base]
+        row += [1000 * this]
+        if "baseline" in trees:
+            row += [entry["ratio_to_baseline"], entry["min_ratio_to_baseline"]]
+        entry["cpu"] = {name: summary(cpu[label][name]) for name in trees}
+        if "baseline" in trees:
+            entry["cpu_ratio_to_baseline"] = median(cpu[label]["this"]) / median(cpu[label]["baseline"])
+            row += [1000 * median(cpu[label]["baseline"]), 1000 * median(cpu[label]["this"]), entry["cpu_ratio_to_baseline"]]
+        if "baseline" in trees:  # load-independent: what the command imports at all
+            row += [f"{rich[label]['baseline']['all_modules']} -> {rich[label]['this']['all_modules']}"]
+        row += [this / floor, "yes" if rich[label]["this"]["imported"] else "no",
+                "-" if rich[label]["this"]["cumulative_us"] is None else f"{rich[label]['this']['cumulative_us'] / 1000:.1f}"]
+        entry["rich"] = rich[label]
+        results[label] = entry
+        rows.append(row)
+    headers = ["command"] + (["baseline ms"] if "baseline" in trees else []) + ["this ms"]
+    headers += (["this / baseline", "min / min", "cpu ms base", "cpu ms this", "cpu ratio", "modules"] if "baseline" in trees else [])
+    headers += ["x python start", "rich imported", "rich ms"]
+    print_table(f"median wall time of {repeats} fresh processes each (min / min: ratio of the fastest runs)", headers, rows)
+    if "baseline" in trees:
+        print()
+        for label, entry in results.items():
+            if "target" in entry:
+                verdict = entry["target"]
+                print(f"  {label}: median ratio {verdict['value']:.3f}, {met_text(verdict)}; CPU-time ratio "
+                      f"{entry['cpu_ratio_to_baseline']:.3f}")
+    for label in ("rlprobe --help", 'rlprobe query RUN "SELECT 1" --csv'):
+        print(f"  {label}: rich imported: {'yes (NOT met)' if rich[label]['this']['imported'] else 'no (met)'}")
+    write_json("cli_startup", args.out, {"machine": info, "params": params, "results": results})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+-- name: export_steps
+-- kind: query
+-- depends: steps, runs
+-- doc: Every row of the steps view with the run's name and tags beside its run_id, for `rlprobe
+-- doc: export`: one table over every run of a root, in the view's unified schema (a column one
+-- doc: run did not log is NULL in its rows). A run_id that two run directories share takes the
+-- doc: name and tags of the first of them, so no row is repeated.
+-- columns: run_id VARCHAR, name VARCHAR, tags VARCHAR[], then every column of steps but run_id
+
+SELECT t.run_id AS run_id, r.name AS name, r.tags AS tags, t.* EXCLUDE (run_id)
+FROM steps AS t
+LEFT JOIN (
+    SELECT DISTINCT ON (run_id) run_id, name, tags FROM runs ORDER BY run_id, run_dir
+) AS r ON r.run_id = t.run_id
+ORDER BY t.run_id, t.step
