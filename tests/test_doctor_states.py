@@ -129,6 +129,23 @@ def test_a_collapse_from_a_high_start_is_caught_where_it_first_shows() -> None:
     assert "has not recovered" in f.explanation or "partly recovered" in f.explanation
 
 
+def test_a_plateau_split_by_a_change_within_the_noise_is_one_level_held() -> None:
+    # The segmentation may cut a plateau into a long piece and a short one just before a fall;
+    # the short piece is not a blip the reward never held: the level was held across both.
+    from rlprobe.doctor.stats import Shift, level_before
+
+    shifts = [
+        Shift(at=62, before=0.57, after=0.67, end=79, z=11.0, start=29),  # a real rise
+        Shift(at=80, before=0.67, after=0.74, end=103, z=7.0, start=62),  # another
+        Shift(at=104, before=0.74, after=0.756, end=106, z=0.9, start=80),  # within the noise
+        Shift(at=107, before=0.756, after=0.12, end=200, z=-35.0, start=104),  # the fall
+    ]
+    assert level_before(shifts, 3, min_z=4.0) == (0.756, 80)
+    # a fall in stages counts from the level before its first stage
+    stages = [Shift(at=50, before=0.8, after=0.6, end=79, z=-9.0, start=10), Shift(at=80, before=0.6, after=0.2, end=120, z=-20.0, start=50)]
+    assert level_before(stages, 1, min_z=4.0) == (0.8, 10)
+
+
 def test_a_dip_the_run_recovers_from_is_not_a_collapse() -> None:
     n = 50
     p = np.full(n, 0.9)

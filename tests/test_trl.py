@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import threading
@@ -334,10 +335,13 @@ def test_a_policy_that_does_not_match_never_halts(model_path: str, tmp_path: Pat
     trainer.train()
 
     assert trainer.state.global_step == 8 and callback.halted_by is None
-    assert [f.signature_id for f in seen] == ["PAST_STEP_FOUR"]  # reported once, when first seen
+    # The tiny random model's completions may also draw built-in findings (every one at the length
+    # cap); the custom one is what this test follows.
+    assert [f.signature_id for f in seen if f.signature_id == "PAST_STEP_FOUR"] == ["PAST_STEP_FOUR"]  # reported once, when first seen
     reader = RunReader(tmp_path / "run")
     assert by_kind(reader, "auto_halt") == []
-    assert [(e.step, e.data["signature"]) for e in by_kind(reader, "live_finding")] == [(6, "PAST_STEP_FOUR")]
+    live = [(e.step, e.data["signature"]) for e in by_kind(reader, "live_finding")]
+    assert [x for x in live if x[1] == "PAST_STEP_FOUR"] == [(6, "PAST_STEP_FOUR")]
 
 
 def test_an_on_finding_that_raises_does_not_stop_training(model_path: str, tmp_path: Path, halting_config: dict[str, Any]) -> None:
@@ -350,9 +354,11 @@ def test_an_on_finding_that_raises_does_not_stop_training(model_path: str, tmp_p
 
     assert trainer.state.global_step == 8
     reader = RunReader(tmp_path / "run")
+    # one failure per finding reported (the tiny model may draw built-in ones too), each recorded
     failed = by_kind(reader, "on_finding_failed")
-    assert len(failed) == 1 and failed[0].message == "RuntimeError: my pager is down"
-    assert failed[0].data["signature"] == "PAST_STEP_FOUR"
+    assert failed and all(e.message == "RuntimeError: my pager is down" for e in failed)
+    assert [e.data["signature"] for e in failed].count("PAST_STEP_FOUR") == 1
+    assert len(failed) == len(by_kind(reader, "live_finding"))
     assert [s.step for s in reader.steps()] == list(range(1, 9))
 
 
@@ -427,7 +433,8 @@ def test_two_ranks_stop_together_when_rank_zero_halts(model_path: str, tmp_path:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script), model_path, detectors, str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
+    # the two ranks share stdout, so another process's output may land on the same line
+    lines = sorted(re.findall(r"rank \d of 2 stopped at \d+ halted_by \w+", done.stdout))
     assert lines == ["rank 0 of 2 stopped at 6 halted_by PAST_STEP_FOUR", "rank 1 of 2 stopped at 6 halted_by None"]
 
     reader = RunReader(tmp_path / "run")

@@ -489,3 +489,21 @@ def level_shifts(y: np.ndarray, noise: float, min_size: int = 3, lookback: int |
         se = 1.25 * noise * math.sqrt(1.0 / len(before) + 1.0 / len(after))
         out.append(Shift(int(k), b, a, int(hi - 1), (a - b) / se if se > 0 else 0.0, int(lo)))
     return out
+
+
+def level_before(shifts: list[Shift], j: int, min_z: float) -> tuple[float, int]:
+    """The level a fall at shifts[j] counts from, and the first index of the stretch that held it.
+
+    Earlier stages of the same fall belong to it (a fall in stages counts from the level before
+    its first stage), and a neighbouring change smaller than min_z standard errors is no change
+    at all: the segmentation split one plateau, and the level was held across both pieces.
+    """
+    top, lo = shifts[j].before, shifts[j].start
+    for prev in reversed(shifts[:j]):
+        if prev.after < prev.before:
+            top, lo = prev.before, prev.start
+        elif abs(prev.z) < min_z:
+            lo = prev.start
+        else:
+            break
+    return top, lo

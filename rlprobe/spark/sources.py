@@ -43,7 +43,7 @@ _REC_DIR = (
 
 
 # columns the builders add for their own use, never passed on as metric columns
-_HELPERS = {"filename", "rec_dir", "run_dir", "file_rank", "rank", "compacted"}
+_HELPERS = {"filename", "rec_dir", "run_dir", "file_rank", "rank", "compacted", "_row_index", "_write_order"}
 
 
 def spark_type(duckdb_type: str) -> str:
@@ -116,7 +116,8 @@ def steps(spark: Any, root: str) -> Any:
         return spark.createDataFrame(
             [], options_schema({**STEP_COLUMN_TYPES, "rec_dir": "VARCHAR", "run_dir": "VARCHAR", "rank": "BIGINT", "filename": "VARCHAR"})
         )
-    df = _path_columns(df).where(F.col("filename").rlike(r"/steps/part-[^/]*\.parquet$|/steps\.parquet$"))
+    df = _path_columns(df).withColumn("_row_index", F.col("_metadata.row_index"))
+    df = df.where(F.col("filename").rlike(r"/steps/part-[^/]*\.parquet$|/steps\.parquet$"))
     # which copy wins is decided per file, as in sql/v1/sources/30_src_steps.sql
     files = (
         df.select("filename", "rec_dir").distinct()
@@ -124,7 +125,30 @@ def steps(spark: Any, root: str) -> Any:
         .agg(F.max(F.col("filename").endswith("/steps.parquet").cast("int")).alias("compacted"))
     )
     df = df.join(files, "rec_dir").where((F.col("compacted") == 0) | ~F.col("filename").contains("/steps/part-"))
-    return df.select(*_typed(df, STEP_COLUMN_TYPES), "rec_dir", "run_dir", F.col("file_rank").alias("rank"), "filename")
+    # write order within a recording: the part index, then the row in its file
+    part = F.coalesce(F.expr(r"TRY_CAST(regexp_extract(filename, '/part-([0-9]+)\\.parquet$', 1) AS BIGINT)"), F.lit(0))
+    df = df.withColumn("_write_order", part * F.lit(4294967296) + F.col("_row_index"))
+    typed = df.select(*_typed(df, STEP_COLUMN_TYPES), "rec_dir", "run_dir", F.col("file_rank").alias("rank"), "filename", "_write_order")
+    return _merge_repeated_steps(typed)
+
+
+def _merge_repeated_steps(df: Any) -> Any:
+    """A step written more than once in a recording merged as compaction merges it: each column
+    keeps its last non-NULL value in write order (sql/v1/sources/30_src_steps.sql). A step written
+    once is its own row, so the merge leaves it as it is."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    everything = Window.partitionBy("rec_dir", "step").orderBy("_write_order").rowsBetween(
+        Window.unboundedPreceding, Window.unboundedFollowing)
+    latest = Window.partitionBy("rec_dir", "step").orderBy(F.col("_write_order").desc())
+    keep = [c for c in df.columns if c not in ("rec_dir", "step", "_write_order")]
+    merged = df.select(
+        "rec_dir", "step", "_write_order",
+        *[F.last(F.col(_q(c)), ignorenulls=True).over(everything).alias(c) for c in keep],
+        F.row_number().over(latest).alias("_nth"),
+    )
+    return merged.where(F.col("_nth") == 1).select(*[F.col(_q(c)) for c in df.columns if c != "_write_order"])
 
 
 def step_files(spark: Any, root: str) -> Any:

@@ -28,7 +28,7 @@ from rlprobe.doctor.series import (
     Grid, Track, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, window,
 )
 from rlprobe.doctor.stats import (
-    bounded_noise, center_scale, ffill, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
+    bounded_noise, center_scale, ffill, level_before, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -251,14 +251,10 @@ def _std_drop(feat: MetricFeatures, reward: MetricFeatures | None, p: dict[str, 
     shifts = level_shifts(value, noise, min_size=3, lookback=max(8, n // 3))
     for j, shift in enumerate(shifts):
         # a death in stages counts from the level before its first stage
-        before = shift.before
-        for prev in reversed(shifts[:j]):
-            if prev.after >= prev.before:
-                break
-            before = prev.before
+        before, held_from = level_before(shifts, j, 4.0)
         if before <= 0 or shift.after > p["ratio_warn"] * before or shift.z > -4.0:
             continue
-        if shift.at - shift.start < sustain:
+        if shift.at - held_from < sustain:
             continue  # the level before is a blip of a few points, not a spread the rewards had
         ratio = value / before
         dead = np.isfinite(value) & (ratio <= 2.0 * p["ratio_warn"])
@@ -718,11 +714,7 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             continue
         # the level it held before (a fall in stages counts from the first stage's level) and the
         # level it ended at (a fall that continues counts to its bottom)
-        top, top_lo = shift.before, shift.start
-        for prev in reversed(shifts[:j]):
-            if prev.after >= prev.before:
-                break
-            top, top_lo = prev.before, prev.start
+        top, top_lo = level_before(shifts, j, p["min_drop_noise"])
         if shift.at - top_lo < sustain:
             continue  # the level before is a blip of a few points, not a level the reward held
         height = top - floor
