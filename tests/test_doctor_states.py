@@ -144,6 +144,25 @@ def test_a_plateau_split_by_a_change_within_the_noise_is_one_level_held() -> Non
     # a fall in stages counts from the level before its first stage
     stages = [Shift(at=50, before=0.8, after=0.6, end=79, z=-9.0, start=10), Shift(at=80, before=0.6, after=0.2, end=120, z=-20.0, start=50)]
     assert level_before(stages, 1, min_z=4.0) == (0.8, 10)
+    # and a rise in stages from the level before its first stage
+    rise = [Shift(at=48, before=0.0, after=0.2, end=50, z=7.5, start=0), Shift(at=51, before=0.2, after=0.84, end=54, z=18.0, start=48)]
+    assert level_before(rise, 1, min_z=4.0) == (0.0, 0)
+
+
+def test_batches_with_every_group_degenerate_are_not_an_advantage_collapse() -> None:
+    # 4 groups a batch on an easy task, two optimizer updates a batch (the batch's reward
+    # statistics on every other step): from the middle on most batches have no mixed group at all
+    # and log adv_std exactly 0; the other batches keep their advantage scale
+    n = 240
+    r = rng(21)
+    empty = r.random(n) < np.where(np.arange(n) < 100, 0.1, 0.6)
+    adv = np.where(empty, 0.0, 0.14 + 0.02 * r.standard_normal(n))
+    zero = np.where(empty, 1.0, r.choice([0.25, 0.5, 0.75], n))
+    every_other = np.arange(n) % 2 == 0
+    t = table(n, adv_std=adv, adv_zero_frac=zero, zero_variance_group_frac=np.where(every_other, zero, np.nan),
+              reward_std=np.where(every_other, 0.3 + 0.02 * r.standard_normal(n), np.nan),
+              reward_mean=np.where(every_other, binary_mean(np.full(n, 0.8), 32, 22), np.nan))
+    assert "ADV_COLLAPSE" not in loud(findings(t))
 
 
 def test_a_dip_the_run_recovers_from_is_not_a_collapse() -> None:

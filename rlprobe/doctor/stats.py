@@ -492,15 +492,17 @@ def level_shifts(y: np.ndarray, noise: float, min_size: int = 3, lookback: int |
 
 
 def level_before(shifts: list[Shift], j: int, min_z: float) -> tuple[float, int]:
-    """The level a fall at shifts[j] counts from, and the first index of the stretch that held it.
+    """The level a change at shifts[j] counts from, and the first index of the stretch that held it.
 
-    Earlier stages of the same fall belong to it (a fall in stages counts from the level before
-    its first stage), and a neighbouring change smaller than min_z standard errors is no change
-    at all: the segmentation split one plateau, and the level was held across both pieces.
+    Earlier stages of the same change belong to it (a fall in stages counts from the level
+    before its first stage, a rise in stages likewise), and a neighbouring change smaller than
+    min_z standard errors is no change at all: the segmentation split one plateau, and the
+    level was held across both pieces.
     """
     top, lo = shifts[j].before, shifts[j].start
+    falling = shifts[j].after < shifts[j].before
     for prev in reversed(shifts[:j]):
-        if prev.after < prev.before:
+        if (prev.after < prev.before) == falling and prev.after != prev.before:
             top, lo = prev.before, prev.start
         elif abs(prev.z) < min_z:
             lo = prev.start

@@ -157,15 +157,27 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     critical = np.zeros(n, dtype=bool)
     refine = None
     adv_ratio = None
+    zero = aligned(ctx, "adv_zero_frac", feat.step)
+    zvf = aligned(ctx, "zero_variance_group_frac", feat.step)
     if use_std:
         adv_ratio = np.nan_to_num(feat.ratio, nan=1.0)
+        # A batch in which every group is degenerate has no advantages at all (adv_std exactly
+        # 0): that is the batch's rewards (DEGENERATE_GROUPS), not the advantage scale. With
+        # few groups per batch an easy task has many such batches, and a smoothed adv_std
+        # through them would read as a collapse: the scale is judged on the other batches.
+        empty = np.zeros(n, dtype=bool)
+        for share in (zero, zvf):
+            if share is not None:
+                empty |= np.nan_to_num(share, nan=0.0) >= 0.999
+        empty &= np.asarray(feat.value, dtype=float) == 0.0
+        if empty.any():
+            kept = np.where(empty, np.nan, np.asarray(feat.value, dtype=float))
+            adv_ratio = np.nan_to_num(trailing_median(kept) / feat.b_median, nan=1.0)
         unexplained = adv_ratio * p["unexplained_factor"] < rv
         warn |= (adv_ratio < p["ratio_warn"]) & unexplained
         critical |= (adv_ratio < p["ratio_critical"]) & unexplained
         refine = np.log(np.maximum(np.nan_to_num(feat.smooth, nan=feat.b_median), 1e-12))
-    zero = aligned(ctx, "adv_zero_frac", feat.step)
     zero_feat = ctx.features("adv_zero_frac")
-    zvf = aligned(ctx, "zero_variance_group_frac", feat.step)
     # zero advantages are only unexplained where the groups still have reward variance: with the
     # zero-variance share logged that is checked directly; without it, the share of zero
     # advantages is used only when there is no adv_std to go by, and cannot be verified

@@ -464,25 +464,33 @@ def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -
     if not np.isfinite(noise) or noise <= 0:
         return None
     sustain = sustain_points(n, p["sustain_frac"], floor=3)
-    for shift in level_shifts(value, noise, min_size=3, lookback=max(8, n // 3)):
+    shifts = level_shifts(value, noise, min_size=3, lookback=max(8, n // 3))
+    for j, shift in enumerate(shifts):
         if shift.before > p["baseline_max"] or shift.after < p["level_warn"] or shift.z < 4.0:
             continue
+        if shift.at - level_before(shifts, j, 4.0)[1] < sustain:
+            continue  # the level before is a blip of a few points, not a level the run held
         high = np.isfinite(value) & (value >= 0.5 * (shift.before + p["level_warn"]))
         hit = held_stretch(high, sustain, not_before=max(0, shift.at - 2))
         if hit is None or not still_holds(high, hit[1], sustain):
             continue
         start, end = hit
+        # a share of groups: the level is its mean over the stretch (a median of a share that
+        # moves in steps of 1/groups can read 100% while a seventh of the groups still learn)
+        during = float(np.nanmean(value[start : end + 1]))
+        if during < p["level_warn"]:
+            continue
         reward = ctx.features("reward_mean")
         if reward is not None and not _mean_still_moves(feat, reward, start, end, p["jitter_min"] * 0.5):
             continue  # every rollout earns the same reward: REWARD_STD_DEATH's picture
-        severity = "critical" if shift.after >= p["level_critical"] else "warn"
+        severity = "critical" if during >= p["level_critical"] else "warn"
         return make_finding(
             ctx, "DEGENERATE_GROUPS", Episode(start, end, severity, start), feat,
-            confidence((shift.after - p["level_warn"]) / max(1.0 - p["level_warn"], 1e-6), 0.4, end - start + 1, sustain),
-            f"{shift.after:.0%} of GRPO groups have zero reward variance from step {feat.step_at(start)} (before: "
+            confidence((during - p["level_warn"]) / max(1.0 - p["level_warn"], 1e-6), 0.4, end - start + 1, sustain),
+            f"{during:.0%} of GRPO groups have zero reward variance from step {feat.step_at(start)} (before: "
             f"{shift.before:.0%}): those groups give no gradient and the effective batch has shrunk to the few mixed groups.",
             {"variant": "early_rise", "zero_variance_group_frac_before": shift.before,
-             "zero_variance_group_frac_during": shift.after},
+             "zero_variance_group_frac_during": during},
             [
                 "All-correct: the prompts have become too easy; filter solved prompts or move to harder data (curriculum).",
                 "All-wrong: the prompts are too hard or the reward never fires; check the reward on the linked samples, add easier prompts.",
@@ -982,7 +990,9 @@ def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
 
     A healthy run learns its format early and keeps improving correctness afterwards. The
     detector needs a format component (by name, see `format_pattern`) that jumps after the
-    baseline window to near its ceiling, with most of its rise happening after the baseline,
+    baseline window to near its ceiling, with most of its rise happening after the baseline and
+    the rise at least min_rise_share (a fifth) of the level it reaches (a format reward already
+    near its ceiling from the start has nothing left to take up),
     while no correctness component (by name, see `correct_pattern`; else the other
     components) improves over the same stretch. Needs reward components; without at least
     one format and one other component it stays silent.
@@ -1011,6 +1021,9 @@ def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         episode = find_episode(feats, warn=mask, critical=mask, sustain=sustain, refine_with=ffill(c.value), not_before=baseline_end(n))
         if episode is None:
             continue
+        during = nanmedian(c.value[episode.start : episode.end + 1])
+        if not during - c.b_median >= p["min_rise_share"] * max(abs(during), 1e-9):
+            continue  # near its ceiling already (0.91 -> 0.92): a format learned before, not taken up now
         if best is None or episode.onset < best[0].onset:
             best = (episode, c, feats, float(np.nanmax(z[episode.start : episode.end + 1])))
     if best is None:
