@@ -36,7 +36,8 @@ SQL, a recording written by a newer rlprobe. `-h` is short for `--help` everywhe
 
 Commands that print rows take sqlite-utils' output options: an aligned table by default, fitted
 to the terminal's width (long text cut with `…`, columns that do not fit left out and counted;
-at their natural width in a pipe unless `$COLUMNS` is set), or `--csv`, `--tsv`, `--json`,
+at their natural width in a pipe unless `$COLUMNS` is set; a result of more than 40 rows shows
+its first 20 and last 20 around a `…` line, and the count line says how many there are), or `--csv`, `--tsv`, `--json`,
 `--nl` (newline-delimited JSON), `--no-headers`; `--out FILE` writes the format its extension
 names (`.parquet`, `.csv`, `.tsv`, `.json`, `.jsonl`, `.ndjson`) unless a flag says otherwise.
 On a terminal, severity is in colour (`NO_COLOR=1` or `--no-color` turns it off), long output

@@ -90,7 +90,7 @@ def doctor_command(run: str, as_json: bool, config_path: str | None, strict: boo
         rlprobe doctor runs/ --json > findings.json
         rlprobe doctor out/checkpoint-200/trainer_state.json
     """
-    from rlprobe.importers import as_recording
+    from rlprobe.sources import as_recording
     from rlprobe.store.engine import is_url
 
     if is_url(run):  # object storage holds recordings only: nothing there to import

@@ -26,7 +26,7 @@ _SHOW_WINDOW_COLUMNS = 8
 @contextmanager
 def _recording(path: str) -> Iterator[tuple[str, Any]]:
     """(path to read, import report or None): a source is imported to a temporary recording."""
-    from rlprobe.importers import as_recording
+    from rlprobe.sources import as_recording
 
     with as_recording(path) as rec:
         if rec.report is not None:

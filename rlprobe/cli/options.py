@@ -60,7 +60,7 @@ def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
     wrapper = click.option("--tsv", "fmt", flag_value="tsv", help="Print tab-separated values with a header row.")(wrapper)
     wrapper = click.option("--csv", "fmt", flag_value="csv", help="Print CSV with a header row.")(wrapper)
     wrapper = click.option("--table", "fmt", flag_value="table", help="Print an aligned table (the default on a terminal "
-                           "and in pipes), fitted to the terminal's width.")(wrapper)
+                           "and in pipes), fitted to the terminal's width; of more than 40 rows, the first and last 20.")(wrapper)
     return wrapper
 
 

@@ -11,8 +11,13 @@ Colour (severity: critical red, warn yellow, info cyan) is added only when wante
 NO_COLOR set or --no-color, and click strips it whenever the output is not a terminal. Text
 longer than the screen goes through a pager ($PAGER, else less) when stdout is a terminal.
 
+A table of more than HEAD_ROWS + TAIL_ROWS rows shows its first and last rows around a "…"
+line, and the count line says how many there are; only the rows shown are formatted.
+
 Rows go out as the table, CSV, TSV, JSON (an array), newline-delimited JSON or Parquet, to
-stdout or to a file whose format follows its extension (sqlite-utils' conventions).
+stdout or to a file whose format follows its extension (sqlite-utils' conventions). CSV and TSV
+are written by DuckDB, JSON a batch of rows at a time: no format holds every row as Python
+objects at once.
 """
 
 from __future__ import annotations
@@ -37,6 +42,16 @@ MIN_CUT = 10
 """A text column is never cut narrower than this (or its header) to fit the width."""
 
 SEP = "  "
+
+HEAD_ROWS = 20
+TAIL_ROWS = 20
+"""A result with more rows than HEAD_ROWS + TAIL_ROWS shows only its first and last rows in a
+table (as the DuckDB CLI does): formatting 100k rows for a terminal took seconds and a gigabyte,
+for rows no one reads there. The count line says how many were left out; --csv, --json and
+--out write them all."""
+
+BATCH_ROWS = 4096
+"""Rows converted to Python values at a time when JSON is written: memory stays that of a batch."""
 
 FORMATS_BY_SUFFIX: dict[str, str] = {
     ".parquet": "parquet", ".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "nl", ".ndjson": "nl",
@@ -189,11 +204,14 @@ def _fit(natural: list[int], minimum: list[int], width: int, drop_first: Sequenc
 
 
 def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None,
-                 headers: bool = True, count: bool = True, drop_first: Sequence[str] = ()) -> str:
+                 headers: bool = True, count: bool = True, drop_first: Sequence[str] = (),
+                 gap: tuple[int, int] | None = None) -> str:
     """Rows as an aligned table: numbers right-aligned, text cut to fit width (None: no limit).
 
     Columns that do not fit are left out, those named in drop_first first, and an "…" column
     marks where. Values in the columns of COLOURED_COLUMNS get their colour when colour is wanted.
+    gap (position, rows left out) says rows holds the first and last rows of a longer result:
+    a "…" line stands at that position and the count line gives the whole count.
     """
     cells = [[cell_text(v) for v in row] for row in rows]
     numeric = [all(_is_number(row[i]) for row in rows if row[i] is not None) and any(row[i] is not None for row in rows)
@@ -235,22 +253,36 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: i
         if middle is not None:
             rule.insert(middle, "-")
         out.append(SEP.join(rule))
-    out += [line(r, raw=row) for r, row in zip(cells, rows)]
+    body = [line(r, raw=row) for r, row in zip(cells, rows)]
+    if gap is not None:
+        body.insert(gap[0], line(["…"] * len(columns)))
+    out += body
     if count:
-        note = f"({len(rows)} row{'s' if len(rows) != 1 else ''}"
-        if hidden:
-            note += f"; {hidden} of {len(columns)} columns not shown: select fewer, or use --json or --csv"
-        out.append(note + ")")
+        out.append(_count_note(len(rows), gap, hidden, len(columns)))
     return "\n".join(out)
 
 
+def _count_note(shown: int, gap: tuple[int, int] | None, hidden: int, n_columns: int) -> str:
+    total = shown + (gap[1] if gap else 0)
+    note = f"({total} row{'s' if total != 1 else ''}"
+    if gap is not None:
+        note += f", {shown} shown: the first {gap[0]} and the last {shown - gap[0]}"
+    if hidden:
+        note += f"; {hidden} of {n_columns} columns not shown"
+    if gap is not None:
+        note += f"; {'select fewer, or ' if hidden else ''}use --csv, --json or --out FILE for all of them"
+    elif hidden:
+        note += ": select fewer, or use --json or --csv"
+    return note + ")"
+
+
 def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], headers: bool = True, margin: int = 0,
-                 drop_first: Sequence[str] = ()) -> str:
+                 drop_first: Sequence[str] = (), gap: tuple[int, int] | None = None) -> str:
     """render_table at the width of this output (the terminal's, $COLUMNS, or none in a pipe),
     less margin columns (a table printed indented)."""
     width = table_width()
     return render_table(columns, rows, width=None if width is None else max(20, width - margin), headers=headers,
-                        drop_first=drop_first)
+                        drop_first=drop_first, gap=gap)
 
 
 def indented(text: str, by: str = "  ") -> str:
@@ -291,7 +323,11 @@ def resolve_format(fmt: str | None, out: str | None) -> str:
 
 def emit(columns: Sequence[str], types: Sequence[str], table: Any, output: Output,
          table_cells: Mapping[str, Callable[[Any], Any]] | None = None) -> None:
-    """Print or write an Arrow result as output says; table_cells shape values for the table only."""
+    """Print or write an Arrow result as output says; table_cells shape values for the table only.
+
+    A table shows the first HEAD_ROWS and last TAIL_ROWS rows of a longer result (only those
+    are converted and formatted); every other format writes every row.
+    """
     if output.out is not None:
         _write_file(columns, types, table, output)
         return
@@ -299,15 +335,33 @@ def emit(columns: Sequence[str], types: Sequence[str], table: Any, output: Outpu
         sys.stdout.flush()
         _csv_to(columns, table, output, sys.stdout.buffer)
         return
-    rows = [tuple(r.values()) for r in table.to_pylist()] if len(set(columns)) == len(columns) else \
-        [tuple(row) for row in zip(*[table.column(i).to_pylist() for i in range(table.num_columns)])]
     if output.fmt in ("json", "nl"):
-        click.echo(json_text(columns, types, rows, lines=output.fmt == "nl"), nl=bool(rows) or output.fmt == "json")
+        write_json(columns, types, table, lambda text: click.echo(text, nl=False), lines=output.fmt == "nl")
         return
+    shown, gap = table_slice(table)
+    rows = python_rows(columns, shown)
     if table_cells:
         shape = [table_cells.get(c) for c in columns]
         rows = [tuple(f(v) if f else v for f, v in zip(shape, row)) for row in rows]
-    show(format_table(columns, rows, headers=output.headers))
+    show(format_table(columns, rows, headers=output.headers, gap=gap))
+
+
+def table_slice(table: Any) -> tuple[Any, tuple[int, int] | None]:
+    """(the rows a terminal table shows, gap for render_table): all of them, or the first
+    HEAD_ROWS and the last TAIL_ROWS when there are more."""
+    n = table.num_rows
+    if n <= HEAD_ROWS + TAIL_ROWS:
+        return table, None
+    import pyarrow as pa
+
+    return pa.concat_tables([table.slice(0, HEAD_ROWS), table.slice(n - TAIL_ROWS, TAIL_ROWS)]), (HEAD_ROWS, n - HEAD_ROWS - TAIL_ROWS)
+
+
+def python_rows(columns: Sequence[str], table: Any) -> list[tuple[Any, ...]]:
+    """An Arrow table's rows as tuples of Python values (columns may repeat a name)."""
+    if len(set(columns)) == len(columns):
+        return [tuple(r.values()) for r in table.to_pylist()]
+    return [tuple(row) for row in zip(*[table.column(i).to_pylist() for i in range(table.num_columns)])]
 
 
 def json_text(columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence[Any]], lines: bool = False) -> str:
@@ -317,6 +371,33 @@ def json_text(columns: Sequence[str], types: Sequence[str], rows: Sequence[Seque
     if lines:
         return "\n".join(json.dumps(r, ensure_ascii=False, default=str) for r in records)
     return json.dumps(records, indent=2, ensure_ascii=False, default=str)
+
+
+def write_json(columns: Sequence[str], types: Sequence[str], table: Any, write: Callable[[str], Any],
+               lines: bool = False) -> None:
+    """An Arrow table as json_text writes it, followed by a newline when it holds rows (or is an
+    array), passed to write a batch of BATCH_ROWS rows at a time: the same bytes, without every
+    row as Python objects at once.
+
+    json.dumps(list, indent=2) writes each element as json.dumps(element, indent=2) with every
+    line indented two more; the text of an element holds no raw newline but those (JSON escapes
+    a newline inside a string), which is what makes the pieces add up to the same text.
+    """
+    is_json = [t == "JSON" for t in types]
+    encode = json.JSONEncoder(ensure_ascii=False, default=str, indent=None if lines else 2).encode
+    first = True
+    for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+        if batch.num_rows == 0:
+            continue
+        rows = python_rows(columns, batch)
+        texts = [encode({c: _json_value(v, j) for c, v, j in zip(columns, row, is_json)}) for row in rows]
+        if lines:
+            write("\n".join(texts) + "\n")
+        else:
+            write(("[\n  " if first else ",\n  ") + ",\n  ".join(t.replace("\n", "\n  ") for t in texts))
+        first = False
+    if not lines:
+        write("[]\n" if first else "\n]\n")
 
 
 def _json_value(value: Any, is_json: bool) -> Any:
@@ -356,12 +437,11 @@ def _write_file(columns: Sequence[str], types: Sequence[str], table: Any, output
         elif output.fmt in ("csv", "tsv"):
             with open(out, "wb") as fh:
                 _csv_to(columns, table, output, fh)
-        else:
-            rows = [tuple(row) for row in zip(*[table.column(i).to_pylist() for i in range(table.num_columns)])]
-            if output.fmt in ("json", "nl"):
-                text = json_text(columns, types, rows, lines=output.fmt == "nl")
-            else:
-                text = render_table(columns, rows, width=None, headers=output.headers)
+        elif output.fmt in ("json", "nl"):
+            with open(out, "w", encoding="utf-8") as fh:
+                write_json(columns, types, table, fh.write, lines=output.fmt == "nl")
+        else:  # a table in a file: every row, since the file is where they are read
+            text = render_table(columns, python_rows(columns, table), width=None, headers=output.headers)
             Path(out).write_text(text + ("\n" if text else ""), encoding="utf-8")
     except OSError as exc:
         raise QueryError(f"cannot write {out}: {exc.strerror or exc}") from exc

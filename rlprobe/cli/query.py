@@ -96,7 +96,7 @@ def ls_command(root: str, output: Output, strict: bool) -> None:
         rlprobe ls runs/
         rlprobe ls runs/ --out runs.csv
     """
-    from rlprobe.importers import as_recording
+    from rlprobe.sources import as_recording
     from rlprobe.store import open_store
     from rlprobe.store.engine import is_url
 

@@ -31,7 +31,7 @@ def report_command(run: str, out_path: str | None, config_path: str | None) -> N
         rlprobe report runs/my-run --out /tmp/my-run.html --config doctor.toml
         rlprobe report out/checkpoint-200/trainer_state.json
     """
-    from rlprobe.importers import is_importable
+    from rlprobe.sources import is_importable
     from rlprobe.report import render_report
     from rlprobe.report.data import STAGES
 

@@ -187,7 +187,7 @@ def _source_to_follow(run: str, kind: str) -> str | None:
     """run when it names a source to follow (not a recording or a runs root), else None."""
     from pathlib import Path
 
-    from rlprobe.importers import is_importable
+    from rlprobe.sources import is_importable
 
     path = Path(run)
     if kind != "auto":

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
+from rlprobe.arrow_numpy import to_numpy
 from rlprobe.schemas import STEP_FLOAT_FIELDS
 
 # Scalar step fields that sql/v1/detectors/00_doctor_series.sql unpivots: their presence is
@@ -62,7 +63,7 @@ class MetricFeatures:
         """Build from a table holding one metric's rows, ordered by i."""
         cols: dict[str, Any] = {}
         for name in FEATURE_COLUMNS:
-            arr = table.column(name).to_numpy(zero_copy_only=False)
+            arr = to_numpy(table.column(name))
             if name in ("step", "step_hi", "n_nonfinite", "sustained_up", "sustained_down"):
                 cols[name] = np.nan_to_num(arr.astype(float), nan=0).astype(np.int64)
             else:

@@ -10,6 +10,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor import session
 from rlprobe.doctor.causes import apply_links
 from rlprobe.doctor.config import DoctorConfig, load_config
@@ -35,7 +36,7 @@ def _raw_loader(con: duckdb.DuckDBPyConnection, run_id: str) -> Callable[[], dic
             if col.null_count == len(col):
                 continue
             if pa.types.is_floating(col.type) or pa.types.is_integer(col.type):
-                out[name] = col.to_numpy(zero_copy_only=False).astype(np.float64)
+                out[name] = to_numpy(col).astype(np.float64)
             else:
                 out[name] = np.array(col.to_pylist(), dtype=object)
         return out
@@ -75,7 +76,7 @@ def diagnose_connection(
             features_by_run = root.features_by_run
         per_metric = {
             metric: MetricFeatures.from_table(metric, rows)
-            for metric, rows in session.split(features_by_run.get(run_id, pa.table({"metric": pa.array([], pa.string())})), "metric").items()
+            for metric, rows in session.split(features_by_run.get(run_id, pa.table({"metric": pa.nulls(0, pa.string())})), "metric").items()
         }
         ctx = DetectorContext(run_id, per_metric, query, _raw_loader(con, run_id), int(info["steps"]), info.get("last_step"))
         diagnosis = Diagnosis(run_id=run_id, run_dir=info.get("run_dir"), steps=int(info["steps"]), last_step=info.get("last_step"))

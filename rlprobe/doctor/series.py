@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.stats import center_scale, ffill, nanmedian, trailing_median
 
@@ -115,11 +116,11 @@ def component_tracks(ctx: DetectorContext, grid: Grid) -> list[Track]:
             "WHERE run_id = ? GROUP BY bin ORDER BY bin",
             [grid.step0, grid.width, ctx.run_id],
         )
-        bins = table.column("bin").to_numpy(zero_copy_only=False)
+        bins = to_numpy(table.column("bin"))
         ok = (bins >= 0) & (bins < len(grid))
         for name in names:
             value = np.full(len(grid), np.nan)
-            value[bins[ok]] = table.column(name).to_numpy(zero_copy_only=False).astype(float)[ok]
+            value[bins[ok]] = to_numpy(table.column(name)).astype(float)[ok]
             if np.isfinite(value).sum() < 10:
                 continue
             b, scale = center_scale(value[baseline_window(value)])
@@ -145,8 +146,8 @@ def noise_ratio(ctx: DetectorContext, grid: Grid, metric: str) -> np.ndarray | N
     )
     if table.num_rows == 0:
         return None
-    step = table.column("step").to_numpy(zero_copy_only=False).astype(float)
-    ratio = table.column("noise_ratio").to_numpy(zero_copy_only=False).astype(float)
+    step = to_numpy(table.column("step")).astype(float)
+    ratio = to_numpy(table.column("noise_ratio")).astype(float)
     if not np.isfinite(ratio).any():
         return None
     out = np.full(len(grid), np.nan)

@@ -16,6 +16,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from rlprobe.arrow_numpy import to_numpy
 from rlprobe.schemas import SAMPLE_COLUMN_TYPES
 from rlprobe.store import sqlfiles
 from rlprobe.store.engine import new_connection, run
@@ -68,7 +69,7 @@ def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDB
     con.register("rlprobe_steps_input", steps)
     point(con, "steps", "SELECT * FROM rlprobe_steps_input")
     if samples is None:
-        samples = pa.table({"run_id": pa.array([], pa.string())})
+        samples = pa.table({"run_id": pa.nulls(0, pa.string())})
     for name, sql_type in SAMPLE_COLUMN_TYPES.items():  # every column the samples view has on disk
         if name not in samples.column_names:
             arrow_type = {"BIGINT": pa.int64(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(), "BIGINT[]": pa.list_(pa.int64())}.get(sql_type, pa.string())
@@ -83,7 +84,7 @@ def split(table: pa.Table, key: str) -> dict[str, pa.Table]:
     """Consecutive row groups of a table sorted by key, as {key value: sub-table}."""
     if table.num_rows == 0:
         return {}
-    keys = table.column(key).to_numpy(zero_copy_only=False)
+    keys = to_numpy(table.column(key))
     edges = np.flatnonzero(keys[1:] != keys[:-1]) + 1
     starts = np.concatenate([[0], edges])
     ends = np.concatenate([edges, [len(keys)]])

@@ -32,7 +32,7 @@ def opened(run: RunLike, *, one_run: bool = True) -> Iterator[Opened]:
         _check_one_run(run, one_run, str(run.target.path))
         yield Opened(run)
         return
-    from rlprobe.importers import as_recording
+    from rlprobe.sources import as_recording
 
     with as_recording(run) as rec:
         store = open_store(rec.path)

@@ -21,7 +21,6 @@ import shutil
 import tempfile
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -30,6 +29,7 @@ from rlprobe.importers import console_log, metrics_file, trainer_state, trl_comp
 from rlprobe.importers._common import Parsed, finish
 from rlprobe.importers.trackers import TRACKERS, is_single_run, open_runs, tracker_kind
 from rlprobe.importers.write import ImportReport, RootReport, write_recording
+from rlprobe.sources import Recording, is_recording_dir  # light: the read commands use it without this package
 
 __all__ = ["FORMATS", "ImportReport", "Recording", "RootReport", "as_recording", "detect", "import_source", "is_importable"]
 
@@ -37,13 +37,7 @@ FORMATS: tuple[str, ...] = ("auto", "trainer_state", "jsonl", "json", "csv", "co
                             "tensorboard", "wandb", "mlflow")
 """Values of `kind` (and of `rlprobe import --format`)."""
 
-# What makes a directory a recording (docs/format.md); such a path is read, never imported.
-_RECORDING_FILES = ("manifest.json", "steps.parquet", "steps", "events.jsonl", "samples")
 _SNIFF_BYTES = 1 << 20
-
-
-def _is_recording_dir(path: Path) -> bool:
-    return any((path / name).exists() for name in _RECORDING_FILES)
 
 
 def _first_line(text: str) -> str:
@@ -65,7 +59,7 @@ def detect(source: str | os.PathLike[str]) -> str:
     if not path.exists():
         raise SourceUnreadable(f"{source}: no such file or directory")
     if path.is_dir():
-        if _is_recording_dir(path):
+        if is_recording_dir(path):
             raise SourceUnreadable(f"{source} is already an rlprobe recording: read it directly, no import needed")
         if trainer_state.find_in_dir(path) is not None:
             return "trainer_state"
@@ -78,7 +72,7 @@ def detect(source: str | os.PathLike[str]) -> str:
                                "no completions/*.parquet, no TensorBoard event files, W&B runs or MLflow store: point "
                                "at a metrics file, a log, an output dir or a tracker's folder")
     name, suffix = path.name, path.suffix.lower()
-    in_recording = path.parent.name in ("steps", "samples") and _is_recording_dir(path.parent.parent)
+    in_recording = path.parent.name in ("steps", "samples") and is_recording_dir(path.parent.parent)
     if name in ("manifest.json", "steps.parquet", "events.jsonl") or in_recording:
         raise SourceUnreadable(f"{source} is part of an rlprobe recording: read the run directory directly")
     tracker = tracker_kind(path)
@@ -259,28 +253,10 @@ def is_importable(path: str | os.PathLike[str]) -> bool:
     p = Path(path).expanduser()
     if p.is_file():
         return p.name not in ("manifest.json", "steps.parquet", "events.jsonl")
-    if p.is_dir() and not _is_recording_dir(p):
+    if p.is_dir() and not is_recording_dir(p):
         return (trainer_state.find_in_dir(p) is not None or bool(trl_completions.find_files(p))
                 or tracker_kind(p) is not None)
     return False
-
-
-@dataclass
-class Recording:
-    """A path the read side can open, and the import report when it had to be imported."""
-
-    path: Path
-    report: ImportReport | RootReport | None = None
-
-    def shown_as(self, run_dir: str) -> str:
-        """The source a run directory of this recording came from (itself when nothing was imported)."""
-        if isinstance(self.report, RootReport):
-            for run in self.report.runs:
-                if os.path.realpath(run.run_dir) == os.path.realpath(run_dir):
-                    return run.source
-        elif self.report is not None:
-            return self.report.source
-        return run_dir
 
 
 @contextmanager

@@ -116,7 +116,7 @@ def render_report(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[s
     the recording is refused. config_path is a doctor.toml; progress is called with each stage
     name of ``rlprobe.report.data.STAGES`` as it finishes.
     """
-    from rlprobe.importers import as_recording
+    from rlprobe.sources import as_recording
 
     with as_recording(run_dir) as rec:
         shown_as = str(run_dir) if rec.report is not None else None

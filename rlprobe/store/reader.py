@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from rlprobe.arrow_numpy import to_numpy
 from rlprobe.errors import NoStepsYet, NotARecording
 from rlprobe.schemas import (
     EXTRA_PREFIX,
@@ -136,13 +137,13 @@ class RunView:
         table = store.table("SELECT * EXCLUDE (run_id) FROM steps ORDER BY step")
         if table.num_rows == 0:
             raise NoStepsYet(f"{store.target.path} has no steps recorded yet")
-        columns: dict[str, np.ndarray] = {"step": table.column("step").to_numpy()}
+        columns: dict[str, np.ndarray] = {"step": to_numpy(table.column("step"))}
         for name in table.column_names:
             column = table.column(name)
             if name == "step" or column.null_count == len(column):
                 continue
             if pa.types.is_floating(column.type) or pa.types.is_integer(column.type):
-                columns[name] = column.to_numpy(zero_copy_only=False).astype(np.float64)
+                columns[name] = to_numpy(column).astype(np.float64)
             else:
                 columns[name] = np.array(column.to_pylist(), dtype=object)
         rows = store.table("SELECT * FROM manifest").to_pylist()
