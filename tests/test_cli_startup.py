@@ -84,8 +84,6 @@ def test_read_command_on_a_recording_imports_neither_pandas_nor_importers(label:
     assert seen["tried"] == [] and seen["loaded"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="detectors in rlprobe/doctor/detectors/ still call pyarrow's to_numpy "
-                   "(generation.py, optimization.py, policy.py, reward.py); rlprobe.arrow_numpy.to_numpy avoids it")
 def test_doctor_on_a_recording_does_not_try_pandas(small: Path, tmp_path: Path) -> None:
     seen = imported_by("doctor", str(small), cwd=tmp_path)
     assert seen["code"] in (0, 1)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
     Episode, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points,
@@ -44,7 +45,7 @@ def _text_repetition(ctx: DetectorContext) -> dict[str, np.ndarray] | None:
     )
     if table.num_rows == 0:
         return None
-    return {name: np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=float) for name in table.column_names}
+    return {name: np.asarray(to_numpy(table.column(name)), dtype=float) for name in table.column_names}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
     Episode, back_to_departure, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points,
@@ -343,9 +344,9 @@ def _nonfinite_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] |
     )
     if table.num_rows == 0:
         return None
-    steps = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
-    nan = np.nan_to_num(table.column("nan_count").to_numpy(zero_copy_only=False).astype(float))
-    inf = np.nan_to_num(table.column("inf_count").to_numpy(zero_copy_only=False).astype(float))
+    steps = to_numpy(table.column("step")).astype(np.int64)
+    nan = np.nan_to_num(to_numpy(table.column("nan_count")).astype(float))
+    inf = np.nan_to_num(to_numpy(table.column("inf_count")).astype(float))
     loss_bad = np.array([bool(v) for v in table.column("loss_nonfinite").to_pylist()])
     k = len(steps)
     span = max(1, (ctx.last_step or int(steps[-1])) - int(steps[0]) + 1)
@@ -378,8 +379,8 @@ def _spike_part(ctx: DetectorContext, p: dict[str, Any], n_steps: int) -> dict[s
     )
     if table.num_rows == 0:
         return None
-    steps = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
-    log_ratio = table.column("log_ratio").to_numpy(zero_copy_only=False).astype(float)
+    steps = to_numpy(table.column("step")).astype(np.int64)
+    log_ratio = to_numpy(table.column("log_ratio")).astype(float)
     noise = float(table.column("noise_scale")[0].as_py() or 0.0)
     gap = max(2, int(math.ceil(n_steps / 1000.0)))
     events = _events(steps, gap)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import Episode, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points
 from rlprobe.doctor.series import level_at_steps
@@ -351,7 +352,7 @@ def ref_policy_drift_asymmetry(ctx: DetectorContext, p: dict[str, Any]) -> Findi
     )
     if table.num_rows < 10:
         return None
-    col = {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+    col = {name: to_numpy(table.column(name)) for name in table.column_names}
     top2 = np.asarray(col["top2_share"], dtype=float)
     n = len(top2)
     feat = _share_features(col, top2)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.catalog import CORRECT_PATTERN, FORMAT_PATTERN
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
@@ -839,7 +840,7 @@ def sample_stats(ctx: DetectorContext, grid: Grid) -> dict[str, np.ndarray] | No
                 "WHERE run_id = ? ORDER BY step"
             )
             if table.num_rows:
-                out = {name: table.column(name).to_numpy(zero_copy_only=False).astype(float) for name in table.column_names}
+                out = {name: to_numpy(table.column(name)).astype(float) for name in table.column_names}
                 out["idx"] = grid.index_of(out.pop("step"))
                 cache["samples"] = out
     return cache["samples"]
