@@ -18,11 +18,18 @@
 CREATE OR REPLACE VIEW v1.src_samples AS
 WITH listed AS (
     -- the files chosen by name before the query (one listing): nothing left to choose
-    SELECT * FROM v1.sample_columns
-    UNION ALL BY NAME
-    SELECT COLUMNS(v1.columns_read()) FROM read_parquet(
-        coalesce(getvariable('rlprobe_sample_files')::VARCHAR[], []::VARCHAR[]),
-        union_by_name = true, filename = true, allow_empty = true)
+    SELECT
+        *,
+        v1.rec_dir(filename) AS rec_dir,
+        v1.run_dir(v1.rec_dir(filename)) AS run_dir,
+        v1.rank_of(v1.rec_dir(filename)) AS file_rank
+    FROM (
+        SELECT * FROM v1.sample_columns
+        UNION ALL BY NAME
+        SELECT COLUMNS(v1.columns_read()) FROM read_parquet(
+            coalesce(getvariable('rlprobe_sample_files')::VARCHAR[], []::VARCHAR[]),
+            union_by_name = true, filename = true, allow_empty = true))
+    WHERE getvariable('rlprobe_sample_files') IS NOT NULL
 ), scanned AS MATERIALIZED (
     -- no list bound: every shard file below the root, the choice made from this scan's files.
     -- getvariable folds to a constant, so the branch a query does not take is never executed.
@@ -35,7 +42,7 @@ WITH listed AS (
 ), files AS (
     -- paths are parsed once per file, not once per row
     SELECT
-        filename, rec_dir,
+        filename, rec_dir, v1.run_dir(rec_dir) AS run_dir, v1.rank_of(rec_dir) AS file_rank,
         regexp_extract(filename, '/shard-([0-9]+)[^/]*$', 1) AS shard,
         regexp_extract(filename, '/shard-[0-9]+\.(open|delta)-[0-9]+\.parquet$', 1) AS kind,  -- '' when sealed
         TRY_CAST(regexp_extract(filename, '/shard-[0-9]+\.(open|delta)-([0-9]+)\.parquet$', 2) AS BIGINT) AS version
@@ -48,14 +55,16 @@ WITH listed AS (
         ELSE version > coalesce(max(CASE WHEN kind = 'open' THEN version END) OVER (PARTITION BY rec_dir, shard), 0)
     END
 ), rows_ AS (
-    SELECT * FROM listed WHERE getvariable('rlprobe_sample_files') IS NOT NULL
+    SELECT * FROM listed
     UNION ALL BY NAME
-    SELECT r.* FROM scanned AS r SEMI JOIN kept AS f ON f.filename = r.filename
+    SELECT r.*, f.rec_dir, f.run_dir, f.file_rank
+    FROM scanned AS r
+    JOIN kept AS f ON f.filename = r.filename
 )
 SELECT
-    r.* EXCLUDE (filename, rank, "empty"),
-    coalesce(r.rank, v1.rank_of(v1.rec_dir(r.filename))) AS rank,
-    v1.rec_dir(r.filename) AS rec_dir,
-    v1.run_dir(v1.rec_dir(r.filename)) AS run_dir,
-    r.filename
-FROM rows_ AS r;
+    * EXCLUDE (filename, rank, "empty", rec_dir, run_dir, file_rank),
+    coalesce(rank, file_rank) AS rank,
+    rec_dir,
+    run_dir,
+    filename
+FROM rows_;
