@@ -109,13 +109,17 @@ def main() -> None:
             run_dir, live_dir = Path(args.run), Path(args.live) if args.live else None
             steps = args.steps
         else:
-            import scale
-
             where = Path(args.keep) if args.keep else tmp
             run_dir, live_dir = where / "run", where / "live"
             print(f"recording {args.steps} steps with samples ...", flush=True)
-            rec = scale.record_big_run(run_dir, args.steps, 1000, 100_000, live_dir)
-            print(f"  {rec['sample_rows']} samples in {rec['record_s']:.0f} s", flush=True)
+            # in a child: a child's peak RSS counts the parent's pages at the fork, so the
+            # measuring process stays small
+            code = ("import sys; sys.path.insert(0, sys.argv[1]); import scale; from pathlib import Path; "
+                    "r = scale.record_big_run(Path(sys.argv[2]), int(sys.argv[3]), 1000, 100_000, Path(sys.argv[4])); "
+                    "print(r['sample_rows'], round(r['record_s']))")
+            out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), str(run_dir),
+                                  str(args.steps), str(live_dir)], check=True, capture_output=True, text=True).stdout.split()
+            print(f"  {out[-2]} samples in {out[-1]} s", flush=True)
             steps = args.steps
         step = steps // 2
         py = sys.executable

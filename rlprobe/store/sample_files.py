@@ -52,4 +52,10 @@ def bound(con: duckdb.DuckDBPyConnection, sql: str) -> Iterator[None]:
     try:
         yield
     finally:
-        con.execute("RESET VARIABLE rlprobe_sample_files")
+        try:
+            con.execute("RESET VARIABLE rlprobe_sample_files")
+        except duckdb.TransactionException:
+            # the statement failed inside a transaction of the caller's, which is now aborted:
+            # the statement's own error is the one to see (the list stays until the next query
+            # through engine.run binds a fresh one)
+            pass
