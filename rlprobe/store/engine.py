@@ -19,7 +19,7 @@ import duckdb
 from rlprobe import __version__
 from rlprobe.errors import CorruptRecording, NotARecording, OutputRefused, QueryError, RecordingNotFound, SchemaTooNew
 from rlprobe.schemas import SCHEMA_VERSION
-from rlprobe.store import scope, sqlfiles, versions
+from rlprobe.store import sample_files, scope, sqlfiles, versions
 
 if TYPE_CHECKING:
     from rlprobe.store.remote import RemotePath
@@ -354,18 +354,20 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None =
     """Run sql and fetch the result ("arrow" table, "rows" as (columns, types, tuples), "typed" as (columns, types, arrow table), or "none").
 
     Reads that raced a compaction (a part file deleted between DuckDB's glob and its read) are
-    retried; every other error becomes one line.
+    retried; every other error becomes one line. A query that reads samples gets the shard files
+    listed just before it (rlprobe.store.sample_files).
     """
     for attempt in range(_TRANSIENT_RETRIES + 1):
         try:
-            rel = con.sql(sql, params=params)
-            if rel is None or fetch == "none":
-                return None
-            if fetch == "rows":
-                return rel.columns, [str(t) for t in rel.types], rel.fetchall()
-            if fetch == "typed":
-                return rel.columns, [str(t) for t in rel.types], rel.to_arrow_table()
-            return rel.to_arrow_table()
+            with sample_files.bound(con, sql):  # listed again at each attempt
+                rel = con.sql(sql, params=params)
+                if rel is None or fetch == "none":
+                    return None
+                if fetch == "rows":
+                    return rel.columns, [str(t) for t in rel.types], rel.fetchall()
+                if fetch == "typed":
+                    return rel.columns, [str(t) for t in rel.types], rel.to_arrow_table()
+                return rel.to_arrow_table()
         except duckdb.IOException as exc:
             if attempt < _TRANSIENT_RETRIES and (_is_vanished_file(exc) or _is_replaced_file(exc)):
                 time.sleep(0.05 * (attempt + 1))

@@ -1,0 +1,61 @@
+"""The sample shard files a query reads, chosen by name from one listing before it runs.
+
+src_samples (sql/v1/sources/30_src_samples.sql) reads the files bound in the variable
+rlprobe_sample_files as a plain scan, so DuckDB pushes a query's step filter, run folders and
+columns into the parquet reader (text columns are read only by a query that uses them). The
+list is v1.sample_files_listed() (sql/v1/sources/25_sample_files.sql): one glob, and per shard
+the newest copy by rlprobe.layout's rule. One listing, not two: a second listing taken a moment
+later could see a merge or a seal the first did not, and drop a shard's rows.
+
+The list is bound for one statement and reset after it, so no later query reads a stale list (a
+listed file deleted before the scan opens it fails the statement, which engine.run retries with a
+fresh listing). Without it (a DuckDB session of your own, or a query that reaches samples
+through a view that does not name them) src_samples lists and chooses the files itself: the
+same rows, without the narrowing.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from typing import Iterator
+
+import duckdb
+
+# Every view and query that reads samples names them: the samples view, src_samples itself, the
+# doctor's copies. A query that does not is read the slower way, never wrongly.
+_NAMES_SAMPLES = re.compile(r"sample", re.IGNORECASE)
+
+
+def reads_samples(sql: str) -> bool:
+    """True when sql may read the samples view (it names it): then binding the list pays."""
+    return _NAMES_SAMPLES.search(sql) is not None
+
+
+def has_views(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when con holds rlprobe's views: the init script binds rlprobe_root before them.
+
+    Checked with getvariable, which never fails: a failed statement would abort a transaction
+    that the caller has open on con.
+    """
+    ((root,),) = con.execute("SELECT getvariable('rlprobe_root') IS NOT NULL").fetchall()
+    return bool(root)
+
+
+@contextmanager
+def bound(con: duckdb.DuckDBPyConnection, sql: str) -> Iterator[None]:
+    """Within the block, src_samples reads the files listed on entry (when sql reads samples)."""
+    if not reads_samples(sql) or not has_views(con):
+        yield
+        return
+    con.execute("SET VARIABLE rlprobe_sample_files = v1.sample_files_listed()")
+    try:
+        yield
+    finally:
+        try:
+            con.execute("RESET VARIABLE rlprobe_sample_files")
+        except duckdb.TransactionException:
+            # the statement failed inside a transaction of the caller's, which is now aborted:
+            # the statement's own error is the one to see (the list stays until the next query
+            # through engine.run binds a fresh one)
+            pass
