@@ -20,6 +20,7 @@ from rlprobe.doctor.registry import all_detectors
 from rlprobe.errors import NotARecording
 from rlprobe.schemas import STEP_COLUMN_TYPES
 from rlprobe.store.engine import open_store, run
+from rlprobe.store.sqlfiles import read_header
 
 FEATURES_SQL = "SELECT run_id, metric, {cols} FROM v1.doctor_features ORDER BY run_id, metric, i".format(
     cols=", ".join(FEATURE_COLUMNS)
@@ -105,6 +106,20 @@ def diagnose_connection(
     return out
 
 
+def _custom_sql(cfg: DoctorConfig) -> list[str]:
+    """The SQL of each custom detector (what step columns they may read; their headers are
+    checked when they run, as before)."""
+    if cfg.custom_dir is None:
+        return []
+    out = []
+    for path in sorted(cfg.custom_dir.glob("*.sql")):
+        try:
+            out.append(read_header(path)[1])
+        except (OSError, UnicodeError):
+            out.append("SELECT *")  # every column; the detector's own run says what is wrong with the file
+    return out
+
+
 def _runs_of(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     table = run(
         con,
@@ -132,10 +147,12 @@ def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[s
         runs = _runs_of(store.con)
         if not runs:
             raise NotARecording(f"{path} has no steps recorded yet: nothing to diagnose")
+        columns = session.step_columns(_custom_sql(cfg))
         if len(runs) == 1:
-            session.materialize(store.con)
+            session.materialize(store.con, columns=columns)
             return diagnose_connection(store.con, runs, cfg, progress=progress)
-        return diagnose_connection(store.con, runs, cfg, session.RootSession(store.con, runs, FEATURES_SQL), progress=progress)
+        return diagnose_connection(store.con, runs, cfg, session.RootSession(store.con, runs, FEATURES_SQL, columns=columns),
+                                   progress=progress)
 
     return store.tolerate(diagnose_all)
 
