@@ -9,7 +9,10 @@ footers. The findings and the report are those of the same run without the extra
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -103,3 +106,23 @@ def test_a_run_of_extra_metrics_alone_charts_them(tmp_path):
     data = gather(run)
     assert [c["title"] for c in data.charts] == ["extra.gpu_mem_gb", "extra.tokens_per_s"]
     assert all(len(c["x"]) == 30 for c in data.charts) and data.other_metrics == []
+
+
+@pytest.mark.slow
+def test_ten_thousand_metrics_diagnose_and_report_from_the_cli(runs, tmp_path):
+    """With every column copied, DuckDB died (SIGFPE) on a run this wide: a process, not a test."""
+    plain, _, _ = runs
+    wide = tmp_path / "plain"  # the same folder name: the doctor's JSON names the run by it
+    widen(plain, wide, 10_000)
+
+    def rlprobe(*args: str) -> subprocess.CompletedProcess:
+        proc = subprocess.run([sys.executable, "-m", "rlprobe", *args], capture_output=True, text=True, timeout=300)
+        assert proc.returncode in (0, 1), f"rlprobe {args[0]} exited {proc.returncode}: {proc.stderr[-300:]}"
+        return proc
+
+    def findings(run: Path) -> list[dict]:
+        return json.loads(rlprobe("doctor", str(run), "--json").stdout)["findings"]
+
+    assert findings(wide) == findings(plain)
+    rlprobe("report", str(wide), "--out", str(tmp_path / "wide.html"))
+    assert "extra.layer09999.grad_norm" in (tmp_path / "wide.html").read_text(encoding="utf-8")
