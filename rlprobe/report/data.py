@@ -222,7 +222,9 @@ def _by_metric(table: Any) -> dict[str, dict[str, list[Any]]]:
 def gather(run_path: str | os.PathLike[str], *, config_path: str | os.PathLike[str] | None = None,
            shown_as: str | None = None, progress: Progress | None = None) -> ReportData:
     """Read one run (live, crashed, closed or imported) into a ReportData."""
-    from rlprobe.doctor import diagnose_path
+    from rlprobe.doctor import session
+    from rlprobe.doctor.config import load_config
+    from rlprobe.doctor.engine import diagnose_store
     from rlprobe.store import open_store
 
     tick = progress or (lambda stage: None)
@@ -242,13 +244,16 @@ def gather(run_path: str | os.PathLike[str], *, config_path: str | os.PathLike[s
         info["run_dir"] = shown_as
     tick("open")
 
-    diagnoses = diagnose_path(store.target.path, config_path=config_path)
+    # over this store: its steps view then reads the doctor's copy of the run (the columns a
+    # chart may draw, and what custom detectors name), not the files again
+    diagnoses = diagnose_store(store, load_config(config_path, None), shown_as=str(store.target.path))
     diagnosis = diagnoses[0]
     tick("diagnose")
 
-    # Only the columns a chart may draw are read (the fixed ones and the reward components);
-    # the rest of what the run logged (its extra.* metrics, thousands in a wide run) is named
-    # from the files' footers, and read only for the charts it gets.
+    # Only the columns a chart may draw are read (the fixed ones and the reward components:
+    # the doctor's copy holds them); the rest of what the run logged (its extra.* metrics,
+    # thousands in a wide run) is named from the files' footers, and read only for the charts
+    # it gets.
     series = {"run_id": run_id, "buckets": BUCKETS}
     rows_by_metric = _by_metric(_narrowed(store.con, _CHARTED, lambda: _query(store.con, "report_series", series)))
     files = _query(store.con, "report_step_files", {}).column("filename").to_pylist()
@@ -267,7 +272,8 @@ def gather(run_path: str | os.PathLike[str], *, config_path: str | os.PathLike[s
     if not wanted:  # a run that logged none of the usual names (an import of custom metrics)
         wanted = sorted(present - set(components))[: len(KEY_SERIES)]
     unread = [n for n in wanted if n != COMPONENTS and n not in rows_by_metric]
-    if unread:
+    if unread:  # not in the doctor's copy: read from the files
+        session.point_at_recording(store.con)
         names = scope.columns_pattern(unread, ("step", "wall_time", "kl_positional"))
         rows_by_metric.update(_by_metric(_narrowed(store.con, names, lambda: _query(store.con, "report_series", series))))
         wanted = [n for n in wanted if n == COMPONENTS or n in rows_by_metric]  # named in a footer, NULL in every row
