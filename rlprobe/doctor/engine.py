@@ -20,7 +20,8 @@ from rlprobe.doctor.findings import Diagnosis, Finding, Skipped, rank
 from rlprobe.doctor.registry import all_detectors
 from rlprobe.errors import NotARecording
 from rlprobe.schemas import STEP_COLUMN_TYPES
-from rlprobe.store.engine import open_store, run
+from rlprobe.store.engine import Store, open_store, run
+from rlprobe.store.sqlfiles import read_header
 
 FEATURES_SQL = "SELECT run_id, metric, {cols} FROM v1.doctor_features ORDER BY run_id, metric, i".format(
     cols=", ".join(FEATURE_COLUMNS)
@@ -106,6 +107,20 @@ def diagnose_connection(
     return out
 
 
+def _custom_sql(cfg: DoctorConfig) -> list[str]:
+    """The SQL of each custom detector (what step columns they may read; their headers are
+    checked when they run, as before)."""
+    if cfg.custom_dir is None:
+        return []
+    out = []
+    for path in sorted(cfg.custom_dir.glob("*.sql")):
+        try:
+            out.append(read_header(path)[1])
+        except (OSError, UnicodeError):
+            out.append("SELECT *")  # every column; the detector's own run says what is wrong with the file
+    return out
+
+
 def _runs_of(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     table = run(
         con,
@@ -125,18 +140,28 @@ def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[s
     file (rlprobe.store.health); strict=True raises instead. progress (label, runs done, runs in
     all) is called before each run, for a progress bar.
     """
-    cfg = load_config(config_path, config)
-    store = open_store(path, strict=strict)
+    return diagnose_store(open_store(path, strict=strict), load_config(config_path, config), progress, shown_as=str(path))
+
+
+def diagnose_store(store: Store, cfg: DoctorConfig, progress: Callable[[str, int, int], None] | None = None,
+                   shown_as: str | None = None) -> list[Diagnosis]:
+    """diagnose_path over a store already open. For one run, its v1.steps and v1.samples then
+    stand for the doctor's sorted copies of them (the step columns of session.step_columns), so
+    a caller reading the same run next (the report) does not read the files again;
+    session.point_at_recording points them back at the files. shown_as names the recording in
+    errors (default: its path)."""
 
     def diagnose_all() -> list[Diagnosis]:
         session.point_at_recording(store.con)  # a pass that met a broken run may have pointed them at copies
         runs = _runs_of(store.con)
         if not runs:
-            raise NotARecording(f"{path} has no steps recorded yet: nothing to diagnose")
+            raise NotARecording(f"{shown_as or store.target.path} has no steps recorded yet: nothing to diagnose")
+        columns = session.step_columns(_custom_sql(cfg))
         if len(runs) == 1:
-            session.materialize(store.con)
+            session.materialize(store.con, columns=columns)
             return diagnose_connection(store.con, runs, cfg, progress=progress)
-        return diagnose_connection(store.con, runs, cfg, session.RootSession(store.con, runs, FEATURES_SQL), progress=progress)
+        return diagnose_connection(store.con, runs, cfg, session.RootSession(store.con, runs, FEATURES_SQL, columns=columns),
+                                   progress=progress)
 
     return store.tolerate(diagnose_all)
 

@@ -5,6 +5,7 @@ What those names stand for changes with what is being diagnosed: the recording's
 sorted in-memory copy of them (read once, queried many times), the copy narrowed to one run of
 a chunk, tables held in memory (diagnose_tables), or a live watcher's tables narrowed to the rows
 a tick changed. This module is the one place that re-points them; everything else asks it to.
+A copy holds the step columns the doctor reads (step_columns), not every extra.* metric.
 """
 
 from __future__ import annotations
@@ -17,13 +18,49 @@ import numpy as np
 import pyarrow as pa
 
 from rlprobe.arrow_numpy import to_numpy
-from rlprobe.schemas import SAMPLE_COLUMN_TYPES
-from rlprobe.store import sqlfiles
+from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
+from rlprobe.store import scope, sqlfiles
 from rlprobe.store.engine import new_connection, run
 
 # the views the detectors read, and the order their copies are kept in (a per-run filter then
 # skips other runs' row groups)
 ORDER = {"steps": "run_id, step", "samples": "run_id"}
+
+# The step columns the doctor reads besides the fixed ones: every reward component (the
+# detectors bin them all, whatever the run calls them). extra.* columns are the run's own
+# metrics, which no built-in detector reads; a run may log thousands of them.
+STEP_PREFIXES = ("reward_component.",)
+
+
+def step_columns(custom_sql: Iterable[str] = ()) -> str | None:
+    """The pattern (for the variable rlprobe_columns) of the step columns the doctor copies: the
+    fixed columns, every reward component, and each name a custom detector's SQL mentions;
+    None (every column) when one of those may read a column it does not name (a star).
+
+    A recording with ten thousand extra.* metrics is then copied as one with a few dozen.
+    """
+    names: set[str] = set()
+    for sql in custom_sql:
+        mentioned = scope.names_mentioned(sql)
+        if mentioned is None:
+            return None
+        names |= mentioned
+    return scope.columns_pattern(names, STEP_COLUMN_TYPES, STEP_PREFIXES)
+
+
+def copy_views(con: duckdb.DuckDBPyConnection, where: str | None, columns: str | None) -> None:
+    """Copy steps and samples (the rows where `where` holds) into doctor_<view>, sorted by run;
+    of the step files only the columns matching the pattern `columns` are read (None: all)."""
+    filt = f" WHERE {where}" if where else ""
+    for view, order in ORDER.items():
+        narrow = view == "steps" and columns is not None
+        if narrow:
+            run(con, "SET VARIABLE rlprobe_columns = ?", [columns], fetch="none")
+        try:
+            run(con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view}{filt} ORDER BY {order}", fetch="none")
+        finally:
+            if narrow:
+                run(con, "RESET VARIABLE rlprobe_columns", fetch="none")
 
 
 def point(con: duckdb.DuckDBPyConnection, view: str, select_sql: str) -> None:
@@ -39,10 +76,20 @@ def create_features(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def point_at_recording(con: duckdb.DuckDBPyConnection) -> None:
-    """v1.steps and v1.samples read the recording's files again (sql/v*/views), not a copy."""
-    for f in sqlfiles.load(max(sqlfiles.versions())):
-        if f.kind == "view" and f.name in ORDER:
-            run(con, f.sql, fetch="none")
+    """v1.steps and v1.samples read the recording's files again (sql/v*/views), not a copy.
+
+    They are bound against an empty folder, as open_store binds them: DuckDB binds a view when
+    it is created, which would open every file and carry every column of a run with ten
+    thousand metrics (seconds), and binds it again when it is read anyway.
+    """
+    root = run(con, "SELECT getvariable('rlprobe_root') AS root").column("root")[0].as_py()
+    run(con, "SET VARIABLE rlprobe_root = ?", [str(sqlfiles.sql_root() / "_bind_without_files")], fetch="none")
+    try:
+        for f in sqlfiles.load(max(sqlfiles.versions())):
+            if f.kind == "view" and f.name in ORDER:
+                run(con, f.sql, fetch="none")
+    finally:
+        run(con, "SET VARIABLE rlprobe_root = ?", [root], fetch="none")
 
 
 def point_at_copies(con: duckdb.DuckDBPyConnection, where: str | None = None, views: Iterable[str] = tuple(ORDER),
@@ -52,12 +99,11 @@ def point_at_copies(con: duckdb.DuckDBPyConnection, where: str | None = None, vi
         point(con, view, f"SELECT * FROM {prefix}{view}" + (f" WHERE {where}" if where else ""))
 
 
-def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None) -> None:
-    """Copy steps and samples (the rows where `where` holds) once, sorted by run, point the views
-    at the copies and build the feature views over them."""
-    for view, order in ORDER.items():
-        filt = f" WHERE {where}" if where else ""
-        run(con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view}{filt} ORDER BY {order}", fetch="none")
+def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None, columns: str | None = None) -> None:
+    """Copy steps and samples (the rows where `where` holds; the step columns matching `columns`,
+    see step_columns) once, sorted by run, point the views at the copies and build the feature
+    views over them."""
+    copy_views(con, where, columns)
     point_at_copies(con, where)
     create_features(con)
 
@@ -105,14 +151,16 @@ class RootSession:
     once over all its runs; then v1.steps and v1.samples are narrowed to the run being
     diagnosed, so a detector's follow-up query costs one run, not the root; and a `feat_*` view
     is computed for the whole chunk the first time a detector asks for it (one pass), then
-    served from that table filtered by run.
+    served from that table filtered by run. columns is the pattern of the step columns copied
+    (step_columns; None for all).
     """
 
     _FEAT = re.compile(r"\bv1\.(feat_\w+)")
 
     def __init__(self, con: duckdb.DuckDBPyConnection, runs: list[dict[str, Any]], features_sql: str,
-                 chunk_steps: int | None = None) -> None:
+                 chunk_steps: int | None = None, columns: str | None = None) -> None:
         self.con = con
+        self.columns = columns
         self.features_sql = features_sql
         chunk_steps = chunk_steps or CHUNK_STEPS
         self.chunk_of: dict[str, int] = {}
@@ -145,9 +193,7 @@ class RootSession:
         point_at_recording(self.con)
         run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [self.chunk_dirs[index]], fetch="none")
         try:
-            for view, order in ORDER.items():
-                run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view} "
-                              f"WHERE {_IN_CHUNK} ORDER BY {order}", fetch="none")
+            copy_views(self.con, _IN_CHUNK, self.columns)
         finally:
             run(self.con, "RESET VARIABLE rlprobe_scope", fetch="none")
         point_at_copies(self.con, _IN_CHUNK)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from rlprobe.errors import NotARecording, NoStepsYet
+from rlprobe.schemas import STEP_COLUMN_TYPES
+from rlprobe.store import scope
 
 # At most this many buckets per series: ~2 px per bucket on a wide screen, and a 100k-step run
 # still fits in a few hundred kB of JSON.
@@ -115,6 +117,25 @@ def _query(con: Any, name: str, params: dict[str, Any]) -> Any:
     return run(con, sqlfiles.query(name), params or None)
 
 
+# The step columns the charts are drawn from before anything else is known (a regular
+# expression for the variable rlprobe_columns), and the logged columns that are not series.
+_CHARTED_PREFIXES = ("reward_component.",)
+_CHARTED = scope.columns_pattern((), STEP_COLUMN_TYPES, _CHARTED_PREFIXES)
+_NOT_SERIES = frozenset({"step", "wall_time", "kl_positional"})
+
+
+def _narrowed(con: Any, columns: str, read: Callable[[], Any]) -> Any:
+    """read() with the step and sample files read for the columns matching columns alone
+    (sql/v1/sources/00_paths.sql: rlprobe_columns)."""
+    from rlprobe.store.engine import run
+
+    run(con, "SET VARIABLE rlprobe_columns = ?", [columns], "none")
+    try:
+        return read()
+    finally:
+        run(con, "RESET VARIABLE rlprobe_columns", None, "none")
+
+
 def _num(value: Any) -> float | None:
     """A JSON-safe number rounded to 6 significant digits (the page draws, it does not compute)."""
     if value is None:
@@ -201,7 +222,9 @@ def _by_metric(table: Any) -> dict[str, dict[str, list[Any]]]:
 def gather(run_path: str | os.PathLike[str], *, config_path: str | os.PathLike[str] | None = None,
            shown_as: str | None = None, progress: Progress | None = None) -> ReportData:
     """Read one run (live, crashed, closed or imported) into a ReportData."""
-    from rlprobe.doctor import diagnose_path
+    from rlprobe.doctor import session
+    from rlprobe.doctor.config import load_config
+    from rlprobe.doctor.engine import diagnose_store
     from rlprobe.store import open_store
 
     tick = progress or (lambda stage: None)
@@ -221,12 +244,21 @@ def gather(run_path: str | os.PathLike[str], *, config_path: str | os.PathLike[s
         info["run_dir"] = shown_as
     tick("open")
 
-    diagnoses = diagnose_path(store.target.path, config_path=config_path)
+    # over this store: its steps view then reads the doctor's copy of the run (the columns a
+    # chart may draw, and what custom detectors name), not the files again
+    diagnoses = diagnose_store(store, load_config(config_path, None), shown_as=str(store.target.path))
     diagnosis = diagnoses[0]
     tick("diagnose")
 
-    rows_by_metric = _by_metric(_query(store.con, "report_series", {"run_id": run_id, "buckets": BUCKETS}))
-    present = set(rows_by_metric)
+    # Only the columns a chart may draw are read (the fixed ones and the reward components:
+    # the doctor's copy holds them); the rest of what the run logged (its extra.* metrics,
+    # thousands in a wide run) is named from the files' footers, and read only for the charts
+    # it gets.
+    series = {"run_id": run_id, "buckets": BUCKETS}
+    rows_by_metric = _by_metric(_narrowed(store.con, _CHARTED, lambda: _query(store.con, "report_series", series)))
+    files = _query(store.con, "report_step_files", {}).column("filename").to_pylist()
+    logged = set(_query(store.con, "report_metric_names", {"files": files}).column("metric").to_pylist()) if files else set()
+    present = set(rows_by_metric) | {m for m in logged - _NOT_SERIES if m not in STEP_COLUMN_TYPES and not m.startswith(_CHARTED_PREFIXES)}
     components = sorted(m for m in present if m.startswith("reward_component."))
     wanted: list[str] = []
     for name in KEY_SERIES:
@@ -239,6 +271,12 @@ def gather(run_path: str | os.PathLike[str], *, config_path: str | os.PathLike[s
         wanted += [n for n in names if n not in wanted]
     if not wanted:  # a run that logged none of the usual names (an import of custom metrics)
         wanted = sorted(present - set(components))[: len(KEY_SERIES)]
+    unread = [n for n in wanted if n != COMPONENTS and n not in rows_by_metric]
+    if unread:  # not in the doctor's copy: read from the files
+        session.point_at_recording(store.con)
+        names = scope.columns_pattern(unread, ("step", "wall_time", "kl_positional"))
+        rows_by_metric.update(_by_metric(_narrowed(store.con, names, lambda: _query(store.con, "report_series", series))))
+        wanted = [n for n in wanted if n == COMPONENTS or n in rows_by_metric]  # named in a footer, NULL in every row
     charts: list[dict[str, Any]] = []
     chart_of: dict[str, int] = {}
     for name in wanted:
@@ -283,7 +321,8 @@ def gather(run_path: str | os.PathLike[str], *, config_path: str | os.PathLike[s
         f["samples"] = [(sid, sample_index.get(sid)) for sid in f["sample_ids"]]
     tick("samples")
 
-    events = _query(store.con, "report_events", {"run_id": run_id, "per_kind": EVENTS_PER_KIND, "limit": EVENTS_LIMIT}).to_pylist()
+    events = _narrowed(store.con, _CHARTED, lambda: _query(  # the steps it reads for their clock: step and wall_time
+        store.con, "report_events", {"run_id": run_id, "per_kind": EVENTS_PER_KIND, "limit": EVENTS_LIMIT})).to_pylist()
     seen: dict[str, int] = {}
     for e in events:
         seen[e["kind"]] = seen.get(e["kind"], 0) + 1

@@ -193,6 +193,33 @@ def columns_read(sql: str) -> Optional[frozenset[str]]:
             continue
         if name not in _NARROWABLE_VIEWS or (table.db and not re.fullmatch(r"v\d+|main", table.db, re.I)):
             return None
+    return _names_of(query)
+
+
+def names_mentioned(sql: str) -> Optional[frozenset[str]]:
+    """Every name one SELECT mentions, when it reads no column it does not name (no star outside
+    count(*), no COLUMNS(...)); None when it may read them all or cannot be read.
+
+    Unlike columns_read, the tables it reads are not checked: the doctor asks this of a custom
+    detector, whose SQL may read the doctor's feature views, which are built over the columns
+    the doctor copies and name their own.
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None]
+    except (SqlglotError, RecursionError):
+        return None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        return None
+    return _names_of(statements[0])
+
+
+def _names_of(query: Any) -> Optional[frozenset[str]]:
+    from sqlglot import exp
+
     for star in query.find_all(exp.Star):
         if not isinstance(star.parent, exp.Count):
             return None
@@ -203,9 +230,10 @@ def columns_read(sql: str) -> Optional[frozenset[str]]:
     return frozenset(i.name for i in query.find_all(exp.Identifier) if i.name)
 
 
-def columns_pattern(names: Iterable[str], fixed: Iterable[str]) -> str:
-    """A regular expression (RE2) matching exactly the given column names, the fixed columns
-    and the ones the sources need; every character outside [A-Za-z0-9_] is written \\x{..}."""
+def columns_pattern(names: Iterable[str], fixed: Iterable[str], prefixes: Iterable[str] = ()) -> str:
+    """A regular expression (RE2) matching exactly the given column names, the fixed columns,
+    the ones the sources need and every name that starts with one of prefixes; every character
+    outside [A-Za-z0-9_] is written \\x{..}."""
     wanted = sorted(set(names) | set(fixed) | _SOURCE_COLUMNS)
     escape = lambda text: "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else f"\\x{{{ord(ch):x}}}" for ch in text)  # noqa: E731
-    return "^(" + "|".join(escape(n) for n in wanted) + ")$"
+    return "^(" + "|".join([escape(n) for n in wanted] + [escape(p) + ".*" for p in sorted(set(prefixes))]) + ")$"
