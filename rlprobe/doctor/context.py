@@ -163,7 +163,8 @@ class DetectorContext:
 
     @cached_property
     def raw(self) -> dict[str, np.ndarray]:
-        """Per-step series as logged (float64), including reward_component.* and extra.*."""
+        """Per-step series as logged (float64): the fixed columns and reward_component.*; extra.* only
+        where a custom detector names them (the doctor copies no other columns of a run)."""
         return self._raw_columns()
 
     def component_names(self) -> list[str]:
