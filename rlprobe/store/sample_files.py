@@ -42,10 +42,18 @@ def has_views(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(root)
 
 
+def is_local(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when the views read a local folder. Object storage is left to src_samples' own
+    choice: DuckDB's glob() over a filesystem registered from fsspec (s3://) listed no shard of a
+    single run, and a list that misses files would silently lose their rows."""
+    ((remote,),) = con.execute("SELECT coalesce(CAST(getvariable('rlprobe_root') AS VARCHAR), '') LIKE '%://%'").fetchall()
+    return not remote
+
+
 @contextmanager
 def bound(con: duckdb.DuckDBPyConnection, sql: str) -> Iterator[None]:
     """Within the block, src_samples reads the files listed on entry (when sql reads samples)."""
-    if not reads_samples(sql) or not has_views(con):
+    if not reads_samples(sql) or not has_views(con) or not is_local(con):
         yield
         return
     con.execute("SET VARIABLE rlprobe_sample_files = v1.sample_files_listed()")
