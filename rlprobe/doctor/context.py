@@ -136,7 +136,7 @@ class DetectorContext:
         if verb == "needs":
             text = f"needs {', '.join(metrics)}"
             if absent:
-                text += f"; this run did not log {', '.join(absent)}" if fake else f", which this run did not log"
+                text += f"; this run did not log {', '.join(absent)}" if fake else ", which this run did not log"
         else:
             text = f"needs one of {', '.join(metrics)}; this run logged none" + (" that measures anything" if fake else "")
         return text + "".join(f"; {f}" for f in fake)

@@ -9,6 +9,7 @@ links to the samples captured while it held.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.findings import Finding, Severity
-from rlprobe.doctor.stats import cusum_changepoint, ffill, first_sustained, squash
+from rlprobe.doctor.stats import cusum_changepoint, ffill, first_sustained, level_shifts, point_noise, squash
 
 def sustain_points(n_points: int, frac: float = 0.03, floor: int = 5) -> int:
     """How many consecutive points a condition must hold: 3% of the run, at least `floor`."""
@@ -205,3 +206,45 @@ def held_stretch(cond: np.ndarray, sustain: int, share: float = 0.8, not_before:
 def still_holds(cond: np.ndarray, end: int, sustain: int) -> bool:
     """True when the stretch ending at `end` reaches the last logged points (it has not ended)."""
     return end >= len(cond) - max(1, sustain)
+
+
+@dataclass(frozen=True)
+class LogJump:
+    """A jump of a positive series to several times its level, held from `start` to `end`."""
+
+    start: int
+    end: int
+    before: float  # the level before the jump
+    after: float  # the level after it
+    rise: float  # ln(after / before)
+    ongoing: bool  # still above the half-way line at the last logged points
+
+
+def log_level_jumps(value: np.ndarray, ratio_min: float, z_min: float, sustain: int, min_points: int = 8) -> list[LogJump]:
+    """The jumps of a positive series to ratio_min times its level or more, read point by point
+    from its log levels (so a jump early in the run is judged against what came just before it).
+
+    A jump is a level shift of ln(value) by at least ln(ratio_min), z_min standard errors of the
+    series' own point noise (at least 2% a point); its stretch starts at the first logged point
+    from the shift on that sits half-way (in log) to the new level and keeps doing so
+    (held_stretch), and ends when the series stays below that line.
+    """
+    value = np.asarray(value, dtype=float)
+    ok = np.isfinite(value) & (value > 0)
+    if ok.sum() < min_points:
+        return []
+    y = np.where(ok, np.log(np.where(ok, value, 1.0)), np.nan)
+    noise = max(point_noise(y), math.log(1.02))
+    n = len(value)
+    out = []
+    for shift in level_shifts(y, noise, min_size=3, lookback=max(8, n // 3)):
+        rise = shift.after - shift.before
+        if rise < math.log(ratio_min) or shift.z < z_min:
+            continue
+        cond = ok & (y >= shift.before + 0.5 * rise)
+        hit = held_stretch(cond, sustain, not_before=max(0, shift.at - 2))
+        if hit is None:
+            continue
+        start, end = hit
+        out.append(LogJump(start, end, math.exp(shift.before), math.exp(shift.after), rise, still_holds(cond, end, sustain)))
+    return out

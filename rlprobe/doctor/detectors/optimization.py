@@ -12,12 +12,12 @@ import numpy as np
 from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
-    Episode, back_to_departure, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points,
+    Episode, back_to_departure, baseline_end, confidence, find_episode, held_stretch, log_level_jumps, make_finding, still_holds, sustain_points,
 )
 from rlprobe.doctor.findings import SEVERITY_ORDER, Finding, Severity
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import aligned, before_after, level_at_steps, usable
-from rlprobe.doctor.stats import level_shifts, mann_kendall, normal_sf, point_noise, trailing_median
+from rlprobe.doctor.stats import mann_kendall, normal_sf, trailing_median
 
 
 # ---------------------------------------------------------------------------------------------
@@ -688,26 +688,12 @@ def _mismatch_jump(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, fl
     """A jump of the log-prob gap to ratio_warn times the level just before it (above abs_floor),
     read point by point from log levels, so a jump inside the early window is judged against
     what came before it: (episode, the level before), or None."""
-    value = np.asarray(feat.value, dtype=float)
-    ok = np.isfinite(value) & (value > 0)
-    if ok.sum() < 6:
-        return None
-    y = np.where(ok, np.log(np.where(ok, value, 1.0)), np.nan)
-    noise = max(point_noise(y), math.log(1.02))
-    n = len(value)
-    sustain = min(8, sustain_points(n, p["sustain_frac"], floor=3))
-    for shift in level_shifts(y, noise, min_size=3, lookback=max(8, n // 3)):
-        rise = shift.after - shift.before
-        if rise < math.log(p["ratio_warn"]) or shift.z < 4.0 or math.exp(shift.after) < p["abs_floor"]:
+    sustain = min(8, sustain_points(len(feat), p["sustain_frac"], floor=3))
+    for jump in log_level_jumps(feat.value, p["ratio_warn"], 4.0, sustain, min_points=6):
+        if jump.after < p["abs_floor"]:
             continue
-        line = shift.before + 0.5 * rise
-        cond = ok & (y >= line)
-        hit = held_stretch(cond, sustain, not_before=max(0, shift.at - 2))
-        if hit is None:
-            continue
-        start, end = hit
-        severity: Severity = "critical" if rise >= math.log(p["ratio_critical"]) else "warn"
-        return Episode(start, end, severity, start), math.exp(shift.before)
+        severity: Severity = "critical" if jump.rise >= math.log(p["ratio_critical"]) else "warn"
+        return Episode(jump.start, jump.end, severity, jump.start), jump.before
     return None
 
 

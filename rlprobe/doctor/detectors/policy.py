@@ -11,11 +11,11 @@ import numpy as np
 
 from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
-from rlprobe.doctor.episodes import Episode, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points
+from rlprobe.doctor.episodes import Episode, baseline_end, confidence, find_episode, log_level_jumps, make_finding, sustain_points
 from rlprobe.doctor.series import level_at_steps
 from rlprobe.doctor.findings import Finding
 from rlprobe.doctor.registry import detects
-from rlprobe.doctor.stats import HingeFit, centred_median, finite_or, first_sustained, hinge_fit, level_shifts, point_noise, refine_onset
+from rlprobe.doctor.stats import HingeFit, centred_median, finite_or, first_sustained, hinge_fit, refine_onset
 
 
 # ---------------------------------------------------------------------------------------------
@@ -33,30 +33,14 @@ def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Ep
     stays below that line. A rise inside the first 5% of the run that goes away is a warm-up
     transient, not a blow-up.
     """
-    value = np.asarray(feat.value, dtype=float)
-    ok = np.isfinite(value) & (value > 0)
-    n = len(value)
-    if ok.sum() < 8:
-        return None
-    y = np.where(ok, np.log(np.where(ok, value, 1.0)), np.nan)
-    noise = max(point_noise(y), math.log(1.02))
+    n = len(feat)
     # a blow-up is a jump of several times in level: a few points confirm it, however long the run
     sustain = min(8, sustain_points(n, p["sustain_frac"], floor=3))
-    for shift in level_shifts(y, noise, min_size=3, lookback=max(8, n // 3)):
-        rise = shift.after - shift.before
-        if rise < math.log(p["ratio_warn"]) or shift.z < p["z_min"]:
-            continue
-        line = shift.before + 0.5 * rise
-        cond = ok & (y >= line)
-        hit = held_stretch(cond, sustain, not_before=max(0, shift.at - 2))
-        if hit is None:
-            continue
-        start, end = hit
-        ongoing = still_holds(cond, end, sustain)
-        if start < 0.05 * n and not ongoing:
+    for jump in log_level_jumps(feat.value, p["ratio_warn"], p["z_min"], sustain):
+        if jump.start < 0.05 * n and not jump.ongoing:
             continue  # a warm-up transient
-        severity = "critical" if rise >= math.log(p["ratio_critical"]) else "warn"
-        return Episode(start, end, severity, start), math.exp(shift.before), math.exp(shift.after), ongoing
+        severity = "critical" if jump.rise >= math.log(p["ratio_critical"]) else "warn"
+        return Episode(jump.start, jump.end, severity, jump.start), jump.before, jump.after, jump.ongoing
     return None
 
 

@@ -29,7 +29,7 @@ from rlprobe.doctor.series import (
     Grid, Track, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, window,
 )
 from rlprobe.doctor.stats import (
-    bounded_noise, center_scale, ffill, level_before, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
+    bounded_noise, ffill, level_before, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
 )
 
 # ---------------------------------------------------------------------------------------------
