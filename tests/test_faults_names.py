@@ -149,3 +149,38 @@ def test_records_writer_makes_an_id_from_the_environment_safe(tmp_path, monkeypa
         assert "/" not in writer.run_id
     finally:
         writer.close()
+
+
+def test_runs_in_key_value_folders_keep_their_own_columns_and_values(in_tmp):
+    """Sweep roots are laid out as lr=1e-5/seed=1/: DuckDB reads such paths as hive partitions
+    by default, which added VARCHAR columns lr and seed to steps and samples and replaced the
+    logged lr metric with the folder's text."""
+    from conftest import metric
+
+    root = in_tmp / "root"
+    for lr in ("1e-5", "3e-5"):
+        make_run(root / f"lr={lr}" / "seed=1", 4, columns=("reward_mean", "lr"), run_id=f"lr{lr}", samples_per_step=2)
+    store = open_store(root)
+    columns, types, rows = store.rows("SELECT run_id, step, lr FROM steps ORDER BY run_id, step")
+    assert types[2] == "DOUBLE" and rows == [(f"lr{lr}", s, metric("lr", s)) for lr in ("1e-5", "3e-5") for s in range(4)]
+    assert "seed" not in store.rows("SELECT * FROM steps LIMIT 0")[0]
+    assert not {"lr", "seed"} & set(store.rows("SELECT * FROM samples LIMIT 0")[0])
+    assert store.rows("SELECT count(*) FROM events WHERE run_id = 'lr1e-5'")[2][0][0] > 0
+
+
+@pytest.mark.parametrize("pattern, sibling", [("a*", "ab"), ("q?", "qz"), ("br[a]ck", "brack")])
+def test_a_run_folder_named_like_a_glob_reads_no_sibling_it_matches(in_tmp, pattern, sibling):
+    """DuckDB's readers take each listed file as a glob: 'a*/samples/shard-00000.parquet' also
+    matched the sibling 'ab', and the samples of 'ab' were read twice."""
+    from rlprobe.doctor.live import RunWatcher
+
+    root = in_tmp / "root"
+    make_run(root / pattern, 3, samples_per_step=2)
+    make_run(root / sibling, 5, samples_per_step=2)
+    store = open_store(root)
+    assert store.rows("SELECT run_id, count(*) FROM samples GROUP BY 1 ORDER BY 1")[2] == sorted([(pattern, 6), (sibling, 10)])
+    assert store.rows("SELECT run_id, count(*) FROM steps GROUP BY 1 ORDER BY 1")[2] == sorted([(pattern, 3), (sibling, 5)])
+    watcher = RunWatcher(root / pattern)
+    watcher.tick()
+    assert watcher._tables is not None
+    assert watcher._tables.con.execute("SELECT count(*) FROM live_samples").fetchall() == [(6,)]

@@ -1,5 +1,5 @@
-"""Sample reads push down: the shard files are chosen by name from one listing before a query
-(v1.sample_files_listed, bound by rlprobe.store.sample_files), so a step filter and the
+"""Sample reads push down: the shard files are chosen by name from two listings before a query
+(v1.sample_files_listed and v1.sample_files_relisted, bound by rlprobe.store.sample_files), so a step filter and the
 columns a query uses reach the parquet scan. The rows are the ones the per-scan choice gives
 (src_samples with no list bound, as in a DuckDB session of your own) in every state a recording
 can be read in: live with deltas and open versions, mid-seal with copies left beside the sealed
@@ -125,6 +125,79 @@ def test_the_listing_keeps_what_layout_keeps(tmp_path: Path, state: str) -> None
                 for n in newest_shards(p.name for p in d.iterdir())]
     assert sorted(listed) == sorted(expected)
     assert store.rows("SELECT count(*) FROM samples")[2] == [(sum(pq.read_metadata(f).num_rows for f in expected),)]
+
+
+def test_the_second_listing_finds_a_shard_the_first_missed_and_reads_each_file_once(tmp_path: Path) -> None:
+    path = live_run(tmp_path / "rec")
+    store = open_store(path)
+    ((listed,),) = store.con.sql("SELECT v1.sample_files_listed()").fetchall()
+    # the first listing read the folder mid-seal and missed the shard; the second sees it
+    first = [f for f in listed if "/shard-00000" not in f]
+    store.con.execute("SET VARIABLE rlprobe_sample_files = ?::VARCHAR[]", [first])
+    ((relisted,),) = store.con.sql("SELECT v1.sample_files_relisted()").fetchall()
+    assert sorted(relisted) == sorted(listed) and any("/shard-00000" in f for f in relisted)
+    # both listings saw every file: each is read once
+    store.con.execute("SET VARIABLE rlprobe_sample_files = ?::VARCHAR[]", [listed])
+    ((relisted,),) = store.con.sql("SELECT v1.sample_files_relisted()").fetchall()
+    assert sorted(relisted) == sorted(listed)
+
+
+def test_a_bound_file_gone_before_the_scan_fails_the_query_and_is_never_read_as_no_rows(tmp_path: Path) -> None:
+    """The writer deletes a shard's deltas once its sealed file exists. A list bound just before
+    must then fail the statement (engine.run lists again and retries), not read as zero rows:
+    DuckDB's allow_empty skips a listed name that matches no file."""
+    import duckdb
+
+    path = live_run(tmp_path / "rec")
+    store = open_store(path)
+    ((listed,),) = store.con.sql("SELECT v1.sample_files_listed()").fetchall()
+    store.con.execute("SET VARIABLE rlprobe_sample_files = ?::VARCHAR[]", [listed + [str(path / "samples" / "shard-00009.delta-000001.parquet")]])
+    with pytest.raises(duckdb.IOException, match="shard-00009"):
+        store.con.sql("SELECT count(*) FROM v1.src_samples").fetchall()
+    store.con.execute("SET VARIABLE rlprobe_sample_files = []::VARCHAR[]")  # nothing listed: no rows, no error
+    assert store.con.sql("SELECT count(*) FROM v1.src_samples").fetchall() == [(0,)]
+    store.con.execute("RESET VARIABLE rlprobe_sample_files")
+    total = store.rows("SELECT count(*) FROM samples")[2]
+    assert total == [(sum(pq.read_metadata(f).num_rows for f in listed),)]
+
+
+SEAL_BY_RENAME = r"""
+import os, sys, time
+samples, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):  # the seal of an open version with no delta after it: a rename
+    os.replace(f"{samples}/shard-{i:05d}.open-000001.parquet", f"{samples}/shard-{i:05d}.parquet")
+    time.sleep(0.0005)
+"""
+
+
+def test_a_query_while_shards_are_sealed_by_rename_never_misses_one(tmp_path: Path) -> None:
+    """A folder read during a rename can see neither name (on Linux a single listing here
+    misses a shard nearly every time); the writer seals an open version with no delta after it by
+    renaming it. Every query must still be given every shard."""
+    import subprocess
+    import sys
+
+    n = 2000
+    w = RunWriter(tmp_path / "rec", RunManifest(run_id="r"))
+    w.write_samples(sample_rows(0, 2))
+    w.seal_samples()
+    samples = tmp_path / "rec" / "samples"
+    template = (samples / shard_name(0)).read_bytes()
+    for i in range(n):
+        (samples / shard_name(i)).unlink(missing_ok=True)
+        (samples / f"shard-{i:05d}.open-000001.parquet").write_bytes(template)
+    store = open_store(tmp_path / "rec")
+    sealer = subprocess.Popen([sys.executable, "-c", SEAL_BY_RENAME, str(samples), str(n)])
+    short = []
+    try:
+        while sealer.poll() is None:
+            with sample_files.bound(store.con, "SELECT * FROM samples"):
+                ((files,),) = store.con.sql("SELECT getvariable('rlprobe_sample_files')").fetchall()
+            short.append(n - len(files))
+    finally:
+        sealer.wait(60)
+    assert sealer.returncode == 0 and len(short) >= 3, f"{len(short)} listings while shards were sealed: the test proved little"
+    assert not any(short), f"{sum(1 for k in short if k)} of {len(short)} listings missed shards ({max(short)} at most)"
 
 
 def test_a_step_filter_and_the_columns_used_reach_the_parquet_scan(tmp_path: Path) -> None:

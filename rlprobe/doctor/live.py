@@ -158,8 +158,14 @@ def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _glob_literal(path: str) -> str:
+    """path as a glob that matches only itself (v1.glob_escape): DuckDB's readers take every
+    name they are given as a glob, so a run folder named 'a*' would also read its sibling 'ab'."""
+    return path.replace("[", "[[]").replace("*", "[*]").replace("?", "[?]")
+
+
 def _sql_list(paths: Iterable[str]) -> str:
-    return "[" + ", ".join(_sql_str(p) for p in paths) + "]"
+    return "[" + ", ".join(_sql_str(_glob_literal(p)) for p in paths) + "]"
 
 
 def _ident(name: str) -> str:
@@ -262,7 +268,7 @@ class _LiveTables:
         return True
 
     def _insert(self, kind: str, table: str, paths: list[str], ranks: Mapping[str, int]) -> None:
-        source = f"read_parquet({_sql_list(paths)}, union_by_name = true, filename = true)"
+        source = f"read_parquet({_sql_list(paths)}, union_by_name = true, filename = true, hive_partitioning = false)"
         rel = self.con.sql(f"SELECT * FROM {source}")
         cols = self.columns[kind]
         for name, dtype in zip(rel.columns, rel.types):

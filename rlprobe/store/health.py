@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import duckdb
 
-from rlprobe.errors import QueryError, RlprobeError, SchemaTooNew
+from rlprobe.errors import RlprobeError, SchemaTooNew
 
 if TYPE_CHECKING:
     from rlprobe.store.engine import Store
@@ -33,14 +33,15 @@ _RANK_DIR = re.compile(r"/rank-[0-9]+$")
 _ELSEWHERE = re.compile(r"""["'](/|[A-Za-z][A-Za-z0-9+.-]*://)[^"']*["']""")  # a quoted path: the message names a file
 # The sources that read files, each with the query that reads every column of it.
 _SOURCES = ("manifest_files", "src_steps", "src_samples", "src_events", "src_rollout_trace")
-# Files of one run, each read on its own to name the one that fails (reader, glob suffix).
+# Files of one run, each read on its own to name the one that fails (reader, glob suffix). A
+# reader takes a name as a glob: each is escaped, so 'a*/steps.parquet' reads no sibling's file.
 _FILE_READERS = (
-    ("read_text(?)", "manifest.json"),
-    ("read_parquet(?)", "steps.parquet"),
-    ("read_parquet(?)", "steps/part-*.parquet"),
-    ("read_parquet(?)", "samples/shard-*.parquet"),
-    ("read_json(?, format = 'newline_delimited', ignore_errors = true)", "events.jsonl"),
-    ("read_text(?)", "rollout_trace.jsonl"),
+    ("read_text(v1.glob_escape(?))", "manifest.json"),
+    ("read_parquet(v1.glob_escape(?), hive_partitioning = false)", "steps.parquet"),
+    ("read_parquet(v1.glob_escape(?), hive_partitioning = false)", "steps/part-*.parquet"),
+    ("read_parquet(v1.glob_escape(?), hive_partitioning = false)", "samples/shard-*.parquet"),
+    ("read_json(v1.glob_escape(?), format = 'newline_delimited', ignore_errors = true, hive_partitioning = false)", "events.jsonl"),
+    ("read_text(v1.glob_escape(?))", "rollout_trace.jsonl"),
 )
 
 

@@ -3,9 +3,12 @@
 src_samples (sql/v1/sources/30_src_samples.sql) reads the files bound in the variable
 rlprobe_sample_files as a plain scan, so DuckDB pushes a query's step filter, run folders and
 columns into the parquet reader (text columns are read only by a query that uses them). The
-list is v1.sample_files_listed() (sql/v1/sources/25_sample_files.sql): one glob, and per shard
-the newest copy by rlprobe.layout's rule. One listing, not two: a second listing taken a moment
-later could see a merge or a seal the first did not, and drop a shard's rows.
+list is chosen by rlprobe.layout's rule (sql/v1/sources/25_sample_files.sql) from two listings,
+one after the other. One is not enough: a directory read while the writer renames a shard's open
+version to its sealed name sees neither name (POSIX leaves entries renamed during a readdir
+unspecified, and Linux does drop both), and the run's samples would silently be missing. The
+writer removes a shard's copies only after its sealed file exists, so a second listing begun
+after the first ended sees that file whenever the first missed it; a file in both is read once.
 
 The list is bound for one statement and reset after it, so no later query reads a stale list (a
 listed file deleted before the scan opens it fails the statement, which engine.run retries with a
@@ -56,7 +59,9 @@ def bound(con: duckdb.DuckDBPyConnection, sql: str) -> Iterator[None]:
     if not reads_samples(sql) or not has_views(con) or not is_local(con):
         yield
         return
+    # two statements, so the second listing starts only once the first has ended
     con.execute("SET VARIABLE rlprobe_sample_files = v1.sample_files_listed()")
+    con.execute("SET VARIABLE rlprobe_sample_files = v1.sample_files_relisted()")
     try:
         yield
     finally:

@@ -16,7 +16,7 @@ WITH rows_ AS (
         format = 'newline_delimited',
         columns = {timestamp: 'DOUBLE', kind: 'VARCHAR', step: 'BIGINT', rank: 'BIGINT',
                    message: 'VARCHAR', data: 'JSON'},
-        ignore_errors = true, filename = true, allow_empty = true)
+        ignore_errors = true, filename = true, hive_partitioning = false, allow_empty = true)
 )
 SELECT
     timestamp,

@@ -8,7 +8,8 @@
 -- doc: deltas 1..V merged (no file is ever rewritten; rlprobe.layout). Per shard the scan keeps
 -- doc: the sealed file when there is one, else the newest open version and the deltas newer
 -- doc: than it (earlier writers wrote only open versions: the newest one). With the variable
--- doc: rlprobe_sample_files set (to v1.sample_files_listed(): rlprobe does so for each query),
+-- doc: rlprobe_sample_files set (by v1.sample_files_listed() and v1.sample_files_relisted(): rlprobe
+-- doc: does so for each query),
 -- doc: exactly those files are read, as a plain scan: a filter on step, the run's folder or the
 -- doc: columns a query uses reach the parquet reader, and text columns are read only by queries
 -- doc: that use them. Unset, the choice is made per file from the files this very scan read,
@@ -27,8 +28,12 @@ WITH listed AS (
         SELECT * FROM v1.sample_columns
         UNION ALL BY NAME
         SELECT COLUMNS(v1.columns_read()) FROM read_parquet(
-            coalesce(getvariable('rlprobe_sample_files')::VARCHAR[], []::VARCHAR[]),
-            union_by_name = true, filename = true, allow_empty = true))
+            v1.listed_sample_globs(),
+            union_by_name = true, filename = true, hive_partitioning = false,
+            -- an empty list (no shard yet, or the other branch taken) reads nothing; a listed
+            -- file that is gone fails the query (rlprobe lists again and retries), never
+            -- silently reads as no rows
+            allow_empty = (len(v1.listed_sample_globs()) = 0)))
     WHERE getvariable('rlprobe_sample_files') IS NOT NULL
 ), scanned AS MATERIALIZED (
     -- no list bound: every shard file below the root, the choice made from this scan's files.
@@ -37,7 +42,7 @@ WITH listed AS (
     UNION ALL BY NAME
     SELECT COLUMNS(v1.columns_read()) FROM read_parquet(
         CASE WHEN getvariable('rlprobe_sample_files') IS NULL THEN v1.globs('samples/shard-*.parquet') ELSE []::VARCHAR[] END,
-        union_by_name = true, filename = true, allow_empty = true)
+        union_by_name = true, filename = true, hive_partitioning = false, allow_empty = true)
     WHERE getvariable('rlprobe_sample_files') IS NULL
 ), files AS (
     -- paths are parsed once per file, not once per row

@@ -21,7 +21,7 @@ WITH rows_ AS MATERIALIZED (
     -- opening is an IO error that the reader retries, never a silent gap).
     SELECT COLUMNS(v1.columns_read()) FROM read_parquet(
         list_concat(v1.globs('steps/part-*.parquet'), v1.globs('steps.parquet')),
-        union_by_name = true, filename = true, file_row_number = true, allow_empty = true)
+        union_by_name = true, filename = true, file_row_number = true, hive_partitioning = false, allow_empty = true)
 ), files AS (
     -- per file, once (paths are parsed per file, not per row): its write order within its
     -- recording (the part index; the compacted file, when it is read, is alone) and its steps

@@ -20,7 +20,7 @@ WITH keys AS MATERIALIZED (
         -- only the columns used here are read: a file with thousands of metrics costs its footer
         SELECT COLUMNS('^(step|wall_time|filename|empty)$') FROM read_parquet(
             list_concat(v1.globs('steps/part-*.parquet'), v1.globs('steps.parquet')),
-            union_by_name = true, filename = true, allow_empty = true)
+            union_by_name = true, filename = true, hive_partitioning = false, allow_empty = true)
     )
     WHERE filename IS NOT NULL
 ), files AS (
