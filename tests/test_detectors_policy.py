@@ -184,3 +184,29 @@ def test_real_collapse_log_is_an_entropy_blowup_from_step_25() -> None:
 def test_real_healthy_log_is_quiet() -> None:
     d = diagnose_tables(real_log("grpo_qwen25_7b_gsm8k_lr1e4_healthy_seed42.log"))[0]
     assert not [f for f in alarms(d) if f.signature_id in MINE]
+
+
+def _ramp_run(entropy: np.ndarray) -> pa.Table:
+    n = len(entropy)
+    rng = np.random.default_rng(3)
+    return pa.table({"run_id": ["r"] * n, "step": np.arange(n, dtype=np.int64), "entropy_mean": entropy,
+                     "reward_mean": 0.4 + rng.normal(0, 0.03, n), "kl_mean": np.linspace(0.0, 0.03, n)})
+
+
+def test_an_entropy_blowup_that_ramps_up_over_a_few_dozen_steps_is_one_climb() -> None:
+    """Entropy 0.6 -> 5 over ~30 steps of 300: the segmentation cuts the ramp into stages each
+    below 2.5x; the climb is one jump, counted from the level before the first stage."""
+    steps = np.arange(300)
+    rng = np.random.default_rng(0)
+    entropy = 0.6 + 4.5 / (1 + np.exp(-(steps - 70) / 6)) + rng.normal(0, 0.02, 300)
+    f = finding(diagnose_tables(_ramp_run(entropy))[0], "ENTROPY_BLOWUP")
+    assert f is not None and f.severity == "critical" and 50 <= f.first_step <= 70
+    assert 0.55 < f.evidence["entropy_before"] < 0.65 and f.evidence["entropy_after"] > 4.5
+    assert "8." in f.explanation  # "... (8.5x the level before ...)": the whole climb
+
+
+def test_entropy_rising_slowly_in_stages_over_the_run_is_not_a_blowup() -> None:
+    steps = np.arange(600)
+    rng = np.random.default_rng(1)
+    entropy = np.exp(np.log(0.3) + np.log(3.0) * np.floor(steps / 120) / 4) + rng.normal(0, 0.005, 600)  # 0.3 -> 0.9 in 5 steps of 120
+    assert finding(diagnose_tables(_ramp_run(entropy))[0], "ENTROPY_BLOWUP") is None

@@ -227,7 +227,12 @@ def log_level_jumps(value: np.ndarray, ratio_min: float, z_min: float, sustain: 
     A jump is a level shift of ln(value) by at least ln(ratio_min), z_min standard errors of the
     series' own point noise (at least 2% a point); its stretch starts at the first logged point
     from the shift on that sits half-way (in log) to the new level and keeps doing so
-    (held_stretch), and ends when the series stays below that line.
+    (held_stretch), and ends when the series stays below that line. A jump that ramps up over a
+    few dozen steps is cut by the segmentation into stages, each below the ratio: rising stages
+    with at most a ramp's length between them (5% of the run, at least `sustain` points) are one
+    jump, counted from the level before the first and reaching the level after the last, as a
+    reader sees one climb; it is dated by the stage where it first reaches ratio_min. Stages
+    further apart are separate rises (a slow drift upward over the run is not a jump).
     """
     value = np.asarray(value, dtype=float)
     ok = np.isfinite(value) & (value > 0)
@@ -236,15 +241,29 @@ def log_level_jumps(value: np.ndarray, ratio_min: float, z_min: float, sustain: 
     y = np.where(ok, np.log(np.where(ok, value, 1.0)), np.nan)
     noise = max(point_noise(y), math.log(1.02))
     n = len(value)
+    ramp = max(sustain, int(math.ceil(0.05 * n)))
+    shifts = level_shifts(y, noise, min_size=3, lookback=max(8, n // 3))
     out = []
-    for shift in level_shifts(y, noise, min_size=3, lookback=max(8, n // 3)):
-        rise = shift.after - shift.before
-        if rise < math.log(ratio_min) or shift.z < z_min:
+    for j, shift in enumerate(shifts):
+        if shift.z < z_min:
             continue
-        cond = ok & (y >= shift.before + 0.5 * rise)
-        hit = held_stretch(cond, sustain, not_before=max(0, shift.at - 2))
+        first = j
+        while first > 0 and shifts[first - 1].after > shifts[first - 1].before and shifts[first].at - shifts[first - 1].at <= ramp:
+            first -= 1
+        before = shifts[first].before
+        rise = shift.after - before
+        if rise < math.log(ratio_min):
+            continue
+        cond = ok & (y >= before + 0.5 * rise)
+        hit = held_stretch(cond, sustain, not_before=max(0, shifts[first].at - 2))
         if hit is None:
             continue
         start, end = hit
-        out.append(LogJump(start, end, math.exp(shift.before), math.exp(shift.after), rise, still_holds(cond, end, sustain)))
+        if out and start <= out[-1].end:
+            continue  # a later stage of a climb already reported
+        last = j  # the climb goes on through the rising stages that follow it closely
+        while last + 1 < len(shifts) and shifts[last + 1].after > shifts[last + 1].before and shifts[last + 1].at - shifts[last].at <= ramp:
+            last += 1
+        top = max(shift.after, shifts[last].after)
+        out.append(LogJump(start, end, math.exp(before), math.exp(top), top - before, still_holds(cond, end, sustain)))
     return out

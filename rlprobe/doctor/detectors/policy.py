@@ -26,7 +26,8 @@ def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Ep
 
     Log entropy is cut into segments of constant level (binary segmentation under its own
     point-to-point noise); a blow-up is a rise from one segment to the next of at least
-    ratio_warn times and z_min standard errors. The level before is the segment's own, not the
+    ratio_warn times and z_min standard errors (a climb cut into stages close together counts
+    as one: episodes.log_level_jumps). The level before is the segment's own, not the
     run's early window, so a blow-up in the first fifth of a short run is judged against what
     came just before it. The onset is the first logged point from the change on that sits at
     least half-way (in log) to the new level and keeps doing so; the episode ends when entropy
