@@ -194,3 +194,55 @@ def test_component_roles_follow_common_names() -> None:
     assert [component_role(n) for n in ("accuracy_reward", "math_verify", "answer_match", "correctness")] == ["correct"] * 4
     assert [component_role(n) for n in ("rm_score", "judge", "helpfulness", "reasoning_quality")] == ["other"] * 4
     assert component_role("my_checker", correct_pattern="checker") == "correct"
+
+
+def _components_run(n: int, fmt: Any, correct: Any) -> pa.Table:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    fmt_v, cor_v = fmt + rng.normal(0, 0.01, n), correct + rng.normal(0, 0.03, n)
+    return pa.table({"run_id": ["r"] * n, "step": np.arange(n, dtype=np.int64), "reward_mean": fmt_v + cor_v,
+                     "reward_component.xml_format": fmt_v, "reward_component.accuracy": cor_v})
+
+
+def test_a_format_learned_slowly_while_correctness_keeps_rising_is_not_gaming() -> None:
+    """The first 30% of a healthy run: the format climbs 0.42 -> 0.87 over all of it while
+    accuracy climbs 0.20 -> 0.41. Over the short stretch where the format sits near its ceiling
+    accuracy looks flat (0.328 -> 0.316); against its level when the format was half learned it
+    has risen: the two were learned together."""
+    from detectors import prefix_tables, setup_of
+
+    kind = "healthy:reasoning_growth"
+    run = make_run(kind, n_steps=1000, seed=57, **setup_of(kind, 57, False))
+    steps, samples = prefix_tables(*to_tables(run, "r"), 0.3, "r")
+    assert finding(diagnose_tables(steps, samples)[0], "FORMAT_GAMING") is None
+
+
+def test_a_format_taken_up_at_once_while_correctness_stays_flat_is_gaming() -> None:
+    import numpy as np
+
+    steps = np.arange(500)
+    fmt = 0.1 + 0.8 / (1 + np.exp(-(steps - 200) / 5))
+    f = finding(diagnose_tables(_components_run(500, fmt, np.full(500, 0.3)))[0], "FORMAT_GAMING")
+    assert f is not None and 190 <= f.first_step <= 215
+
+
+def test_the_share_a_reward_collapse_quotes_is_of_the_levels_it_names() -> None:
+    """Reward 0.5, then 0.2, its last points a little lower still (0.17, within the noise):
+    "fell from 0.5 to 0.2, losing 66%" would quote a share of a level it never names."""
+    import re
+
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    level = np.concatenate([np.full(150, 0.5), np.full(130, 0.2), np.full(20, 0.17)])
+    reward = level + rng.normal(0, 0.04, 300)
+    t = pa.table({"run_id": ["r"] * 300, "step": np.arange(300, dtype=np.int64), "reward_mean": reward})
+    f = finding(diagnose_tables(t)[0], "REWARD_COLLAPSE")
+    assert f is not None
+    m = re.search(r"fell from ([0-9.]+) over steps [0-9-]+ to ([0-9.]+)(?: and then ([0-9.]+))?, losing ([0-9]+)% of its height above ([0-9.-]+)",
+                  f.explanation)
+    assert m, f.explanation
+    top, after, then, share, floor = float(m[1]), float(m[2]), m[3], float(m[4]), float(m[5])
+    shown = float(then) if then else after
+    assert abs((top - shown) / (top - floor) * 100 - share) <= 2, f.explanation

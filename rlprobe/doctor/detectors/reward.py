@@ -727,7 +727,9 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         if shift.at - top_lo < sustain:
             continue  # the level before is a blip of a few points, not a level the reward held
         height = top - floor
-        bottom = min(shift.after, final)
+        # the fall counts to its bottom only where the words show one (a further fall beyond the
+        # noise): "fell from 0.07 to 0.047, losing 56%" would quote a share of a lower level unsaid
+        bottom = final if final < shift.after - 2.0 * noise else shift.after
         share = (top - bottom) / height
         if (top - shift.after) / height < p["drop_warn"]:
             continue
@@ -762,7 +764,7 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             confidence(strength, 0.6, end - start + 1, sustain, floor=0.45),
             f"Reward collapsed from step {first_step}: its level fell from {top:.3g} over steps {before_lo}-"
             f"{feat.step_at(max(0, shift.at - 1))}{improved} to {shift.after:.3g}"
-            + (f" and then {bottom:.3g}" if bottom < shift.after - 2.0 * noise else "")
+            + (f" and then {bottom:.3g}" if bottom < shift.after else "")
             + f", losing {share:.0%} of its height above {floor:.3g} ({-shift.z:.0f} standard errors), {since}.",
             evidence,
             [
@@ -995,7 +997,8 @@ def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     the rise at least min_rise_share (a fifth) of the level it reaches (a format reward already
     near its ceiling from the start has nothing left to take up),
     while no correctness component (by name, see `correct_pattern`; else the other
-    components) improves over the same stretch. Needs reward components; without at least
+    components) improves over the same stretch, nor stands higher over it than where a format
+    learned slowly had reached half its height. Needs reward components; without at least
     one format and one other component it stays silent.
     """
     grid = Grid.of(ctx)
@@ -1039,11 +1042,23 @@ def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         f"reward_component.{c.name}_during": c_change[1] if c_change else float("nan"),
         "rise_in_baseline_scales": peak_z,
     }
+    # where the format's rise reached half its height: at the jump itself for a format taken up
+    # at once, much earlier for one learned slowly over the run
+    half = c.b_median + 0.5 * (nanmedian(c.value[g_start : g_end + 1]) - c.b_median)
+    below = np.flatnonzero(np.isfinite(c.smooth[:g_start]) & (c.smooth[:g_start] < half))
+    rise_at = int(below[-1]) + 1 if len(below) else g_start
     worst_fall = 0.0
     for o in others:
         rising, change = still_improving(o, g_start, g_end, pre, p["correct_rise_max"], p["stall_ratio"])
         if rising:
             return None  # correctness kept improving: the format was learned alongside it
+        if rise_at < g_start - pre:
+            # correctness over the pinned stretch against its level when the format was half
+            # learned: risen by more than correct_rise_max scales, the two were learned together
+            then = nanmedian(o.value[max(0, rise_at - pre) : rise_at])
+            now = nanmedian(o.value[g_start : g_end + 1])
+            if np.isfinite(then) and np.isfinite(now) and o.scale > 0 and (now - then) / o.scale > p["correct_rise_max"]:
+                return None
         if change is not None:
             evidence[f"reward_component.{o.name}_before"] = change[0]
             evidence[f"reward_component.{o.name}_during"] = change[1]
