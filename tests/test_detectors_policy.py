@@ -210,3 +210,18 @@ def test_entropy_rising_slowly_in_stages_over_the_run_is_not_a_blowup() -> None:
     rng = np.random.default_rng(1)
     entropy = np.exp(np.log(0.3) + np.log(3.0) * np.floor(steps / 120) / 4) + rng.normal(0, 0.005, 600)  # 0.3 -> 0.9 in 5 steps of 120
     assert finding(diagnose_tables(_ramp_run(entropy))[0], "ENTROPY_BLOWUP") is None
+
+
+def test_an_entropy_collapse_is_judged_against_its_step_to_step_noise_too() -> None:
+    """Entropy noisy from step to step falls 0.21 -> 0.017 over 457 steps: against the wide
+    spread of its baseline window the fall is under 3 robust z, against its own point-to-point
+    noise (in log) it is far beyond it. Before, no finding at all."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from detectors import setup_of, to_tables
+
+    run = make_run("ENTROPY_COLLAPSE", n_steps=457, seed=13, **setup_of("ENTROPY_COLLAPSE", 13, False))
+    steps, samples = to_tables(run, "r")
+    f = finding(diagnose_tables(steps, samples)[0], "ENTROPY_COLLAPSE")
+    assert f is not None and f.first_step < 0.5 * 457  # found while the run still had most of its steps to go

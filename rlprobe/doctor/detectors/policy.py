@@ -15,7 +15,7 @@ from rlprobe.doctor.episodes import Episode, baseline_end, confidence, find_epis
 from rlprobe.doctor.series import level_at_steps
 from rlprobe.doctor.findings import Finding
 from rlprobe.doctor.registry import detects
-from rlprobe.doctor.stats import HingeFit, centred_median, finite_or, first_sustained, hinge_fit, refine_onset
+from rlprobe.doctor.stats import HingeFit, centred_median, finite_or, first_sustained, hinge_fit, point_noise, refine_onset
 
 
 # ---------------------------------------------------------------------------------------------
@@ -58,7 +58,8 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     looks alike, group reward variance vanishes, advantages go to zero and learning stalls.
     Natural RL fine-tuning lowers entropy too (often 2-4x over a run), so the test is relative
     to the run's own early level (ratio of the smoothed entropy to the baseline median below
-    ratio_warn, 0.2, and below the baseline by more than 3 robust z) and must hold for a
+    ratio_warn, 0.2, and below the baseline by more than 3 robust z, or by more than 3 times
+    its own step-to-step noise in log) and must hold for a
     sustained stretch (3% of the run). Critical below ratio_critical (0.1).
     """
     feat = ctx.features("entropy_mean")
@@ -67,6 +68,15 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     sustain = sustain_points(len(feat), p["sustain_frac"])
     ratio = finite_or(feat.ratio, 1.0)
     robust = feat.z < p["z_max"]
+    # A fall past ratio_warn is past what healthy sharpening does (2-4x); it must stand out from
+    # the noise, either against the baseline's spread or against the series' own step-to-step
+    # noise (in log). The baseline's spread alone is too wide a yardstick when the decline is
+    # already under way in the baseline window (entropy 0.45 -> 0.03 read as z -2.3 on a
+    # 35-point log) or entropy is noisy step to step (0.21 -> 0.017 on 457 points, z > -3).
+    value = np.asarray(feat.value, dtype=float)
+    log_value = np.log(np.where(np.isfinite(value) & (value > 0), value, np.nan))
+    noise = max(point_noise(log_value), math.log(1.02)) if np.isfinite(log_value).sum() >= 4 else math.inf
+    robust |= np.log(np.maximum(ratio, 1e-12)) < p["z_max"] * noise
     log_smooth = np.log(np.maximum(finite_or(feat.smooth, feat.b_median), 1e-12))
     episode = find_episode(
         feat,
