@@ -79,6 +79,8 @@ def to_int(value: Any) -> int:
     A value out of the int64 range is refused here, field by field: one such value reaching the
     parquet writer would fail the whole batch it is in.
     """
+    if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:  # the usual case, first
+        return value
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         raise BadValue(f"expected an integer, got a bool ({value!r})")
     if isinstance(value, int):
@@ -107,6 +109,8 @@ def _name(name: Any) -> str:
 
 
 def _float_list(value: Any) -> list[float]:
+    if type(value) is list and set(map(type, value)) <= {float}:  # the usual case, checked in bulk
+        return list(value)
     if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
         raise BadValue(f"expected a list of numbers, got {type(value).__name__}")
     return [to_float(v) for v in value]
