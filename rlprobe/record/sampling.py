@@ -40,13 +40,17 @@ _PLAIN_REWARDS = frozenset({float, int, type(None)})  # reward types numpy conve
 def _by_reward(samples: Sequence[Any]) -> list[int]:
     """Indices of the samples with a usable reward, lowest reward first (ties: lower index first).
 
-    The usual batch (plain dicts whose rewards are floats, ints or None) is ordered on a numpy
-    array of its rewards; any other batch goes sample by sample through _reward_of, which the
-    fast path matches value for value (None and NaN are no reward either way).
+    A batch of plain dicts is ordered on its rewards as they are: floats without a NaN by a
+    stable sort of the indices (the cheapest path, and the usual batch), floats, ints and None
+    on a numpy array of them. Any other batch goes sample by sample through _reward_of, which
+    both match value for value (None and NaN are no reward either way).
     """
     if set(map(type, samples)) == {dict}:
         values = [s.get("reward_total") for s in samples]
-        if set(map(type, values)) <= _PLAIN_REWARDS:
+        types = set(map(type, values))
+        if types == {float} and not any(map(math.isnan, values)):
+            return sorted(range(len(values)), key=values.__getitem__)
+        if types <= _PLAIN_REWARDS:
             try:
                 rewards = np.array(values, dtype=np.float64)
             except (OverflowError, ValueError, TypeError):
