@@ -307,12 +307,23 @@ def main() -> None:
         f"writer-thread CPU: per step (us) with log_step(44) + log_samples(64) every {args.step_ms:g} ms; idle (ms/s); "
         f"medians of {args.reps} reps",
         ["arm", "median", "min", "max", "/ floor", "/ baseline", "dropped"], rows)
+    paired: dict[str, float] = {}
+    for kind, key in (("steps", "us_per_step"), ("idle", "ms_per_s")):
+        this_reps = arms.get(f"{kind}: this", [])
+        if base:
+            paired[f"{kind}_this_to_baseline"] = C.median(a[key] / b[key] for a, b in zip(this_reps, arms[f"{kind}: baseline"]))
+    paired["steps_this_to_floor"] = C.median(
+        a["us_per_step"] / b["us_per_step"] for a, b in zip(arms["steps: this"], arms["steps: floor (bare pyarrow thread)"]))
+    print("  ratios of the same rep, medians: " + ", ".join(f"{k} {v:.2f}" for k, v in paired.items()))
     load_end = os.getloadavg()
     print(f"  load average (1 min) at start {load_start[0]:.2f}, at end {load_end[0]:.2f} on {os.cpu_count()} cpus"
           + ("  <- other processes were competing for the CPU" if max(load_start[0], load_end[0]) > 1.5 else ""))
     targets = {
         "writer_cpu_us_per_step_64_samples": C.target(med("steps: this", "us_per_step"), "<=", 60, " us"),
         "idle_writer_cpu_ms_per_s": C.target(med("idle: this", "ms_per_s"), "<=", 0.4, " ms/s"),
+        # The issue set 60 us beside a floor it measured at 48 us: the same margin over the floor
+        # measured here, for a machine slower or busier than that one.
+        "writer_cpu_to_floor_same_rep": C.target(paired["steps_this_to_floor"], "<=", 60 / 48),
     }
     print("\ntargets (reported, not asserted):")
     for name, t in targets.items():
@@ -327,7 +338,7 @@ def main() -> None:
                    "steps_this_to_baseline": med("steps: this", "us_per_step") / base_step if base else None,
                    "idle_this_to_poll_floor": med("idle: this", "ms_per_s") / idle_floor,
                    "idle_this_to_baseline": med("idle: this", "ms_per_s") / base_idle if base else None},
-        "targets": targets, "total_s": total_s,
+        "ratios_same_rep": paired, "targets": targets, "total_s": total_s,
         "load_average_1min": {"start": load_start[0], "end": load_end[0]},
     })
 
