@@ -25,6 +25,27 @@ _SAMPLE_TEXT = frozenset({"prompt_text", "completion_text", "sample_id", "group_
 _SAMPLE_FLOATS = frozenset(k for k, t in SAMPLE_COLUMN_TYPES.items() if t == "DOUBLE")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1  # what an int64 column holds
 
+# Names already checked, and the float column each goes to: a run logs the same few dozen
+# names at every step, so each is checked once, not at every step. Only names that passed
+# _name() are ever added, so a lookup that hits is the answer the full path would give.
+# Bounded: past the bound, new names simply take the full path each time.
+_COLUMN_CACHE_MAX = 1 << 16
+_STEP_FLOAT_COLUMNS: dict[str, str] = {name: name for name in STEP_FLOAT_FIELDS}
+_DICT_COLUMNS: dict[str, dict[str, str]] = {REWARD_COMPONENT_PREFIX: {}, EXTRA_PREFIX: {}}
+_SAMPLE_FLOAT_COLUMNS: dict[str, str] = {}  # sample keys outside the contract -> their float column
+_TEXT, _FLOAT, _INT, _BOOL, _INTS, _COMPONENTS, _EXTRA = range(7)
+_SAMPLE_KINDS: dict[str, int] = {
+    **{name: _TEXT for name in _SAMPLE_TEXT},
+    **{name: _FLOAT for name in _SAMPLE_FLOATS},
+    "completion_len": _INT, "truncated": _BOOL, "completion_token_ids": _INTS,
+    "reward_components": _COMPONENTS, "extra": _EXTRA,
+}
+
+
+def _remember(cache: dict[str, str], name: Any, column: str) -> None:
+    if type(name) is str and len(cache) < _COLUMN_CACHE_MAX:
+        cache[name] = column
+
 
 class BadValue(ValueError):
     """A value that cannot be stored in the field it was logged under."""
@@ -58,6 +79,8 @@ def to_int(value: Any) -> int:
     A value out of the int64 range is refused here, field by field: one such value reaching the
     parquet writer would fail the whole batch it is in.
     """
+    if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:  # the usual case, first
+        return value
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         raise BadValue(f"expected an integer, got a bool ({value!r})")
     if isinstance(value, int):
@@ -86,6 +109,8 @@ def _name(name: Any) -> str:
 
 
 def _float_list(value: Any) -> list[float]:
+    if type(value) is list and set(map(type, value)) <= {float}:  # the usual case, checked in bulk
+        return list(value)
     if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
         raise BadValue(f"expected a list of numbers, got {type(value).__name__}")
     return [to_float(v) for v in value]
@@ -106,11 +131,19 @@ def _put_dict(row: dict[str, Any], prefix: str, name: str, value: Any, problems:
     if not isinstance(value, Mapping):
         problems.append(f"{name}: expected a dict of numbers, got {type(value).__name__}")
         return
+    columns = _DICT_COLUMNS[prefix]
     for key, item in value.items():
         if item is None:
             continue
+        if type(item) is float:
+            column = columns.get(key) if type(key) is str else None
+            if column is not None:
+                row[column] = item
+                continue
         try:
-            row[prefix + _name(key)] = to_float(item)
+            column = prefix + _name(key)
+            row[column] = to_float(item)
+            _remember(columns, key, column)
         except Exception as exc:
             problems.append(f"{name}[{safe_str(key)[:60]!r}]: {exc}")
 
@@ -123,9 +156,16 @@ def step_row(step: Any, metrics: Mapping[str, Any], wall_time: float) -> tuple[d
     except BadValue as exc:
         return None, [f"step: {exc}"]
     row["wall_time"] = wall_time
+    columns = _STEP_FLOAT_COLUMNS
     for name, value in metrics.items():
         if value is None:
             continue
+        if type(value) is float:  # the usual metric: a float under a name seen before
+            column = columns.get(name)
+            if column is not None:
+                row[column] = value
+                continue
+        key = name
         try:
             name = _name(name)
             if name in _STEP_FLOATS:
@@ -138,10 +178,12 @@ def step_row(step: Any, metrics: Mapping[str, Any], wall_time: float) -> tuple[d
                 _put_dict(row, EXTRA_PREFIX, name, value, problems)
             elif name.startswith((REWARD_COMPONENT_PREFIX, EXTRA_PREFIX)):
                 row[name] = to_float(value)
+                _remember(columns, key, name)
             elif name == "step":
                 problems.append("step: given twice")
             else:
                 row[EXTRA_PREFIX + name] = to_float(value)
+                _remember(columns, key, EXTRA_PREFIX + name)
         except Exception as exc:  # one bad field costs that field, never the step
             problems.append(f"{clean_text(name)}: {exc}")
     return row, problems
@@ -167,16 +209,41 @@ def _text(value: Any, name: str, problems: list[str]) -> str:
 
 def sample_row(sample: Any, step: int, rank: int) -> tuple[dict[str, Any] | None, list[str]]:
     """Flattened parquet row for one sample (dict or SampleRecord) and the problems found."""
-    if isinstance(sample, SampleRecord):
-        sample = sample.model_dump(exclude_none=True)
-    if not isinstance(sample, Mapping):
-        return None, [f"sample: expected a dict or SampleRecord, got {type(sample).__name__}"]
+    if type(sample) is not dict:
+        if isinstance(sample, SampleRecord):
+            sample = sample.model_dump(exclude_none=True)
+        if not isinstance(sample, Mapping):
+            return None, [f"sample: expected a dict or SampleRecord, got {type(sample).__name__}"]
     problems: list[str] = []
     row: dict[str, Any] = {"step": step, "rank": rank}
     for name, value in sample.items():
         if value is None or name in ("step", "rank"):
             continue
+        kind = _SAMPLE_KINDS.get(name) if type(name) is str else None
         try:
+            # The contract's own names, with the values they usually hold, go straight in (a
+            # known name needs no check; ASCII text holds no lone surrogate; the JSON text of an
+            # int is its str()); anything else takes the full path below.
+            if kind == _TEXT:
+                if type(value) is str and value.isascii():
+                    row[name] = value
+                elif type(value) is int:
+                    row[name] = str(value)
+                else:
+                    row[name] = _text(value, name, problems)
+                continue
+            if kind == _FLOAT:
+                row[name] = value if type(value) is float else to_float(value)
+                continue
+            if kind == _INT:
+                row[name] = to_int(value)
+                continue
+            if kind is None and type(value) is float:
+                column = _SAMPLE_FLOAT_COLUMNS.get(name) if type(name) is str else None
+                if column is not None:
+                    row[column] = value
+                    continue
+            key = name
             name = _name(name)
             if name in _SAMPLE_TEXT:
                 row[name] = _text(value, name, problems)
@@ -194,8 +261,10 @@ def sample_row(sample: Any, step: int, rank: int) -> tuple[dict[str, Any] | None
                 _put_dict(row, EXTRA_PREFIX, name, value, problems)
             elif name.startswith((REWARD_COMPONENT_PREFIX, EXTRA_PREFIX)):
                 row[name] = to_float(value)
+                _remember(_SAMPLE_FLOAT_COLUMNS, key, name)
             else:
                 row[EXTRA_PREFIX + name] = to_float(value)
+                _remember(_SAMPLE_FLOAT_COLUMNS, key, EXTRA_PREFIX + name)
         except Exception as exc:  # e.g. bool() of an array: one bad field, not a dead writer
             problems.append(f"{clean_text(name) if isinstance(name, str) else safe_str(name)}: {exc}")
     return row, problems

@@ -30,7 +30,7 @@ from rlprobe.schemas import Event, RunManifest
 
 _STEP, _SAMPLES, _FLUSH, _STOP = range(4)
 _MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>"})()  # an argument not given
-_POLL_S = 0.2  # how often the writer thread drains the queue when nobody wakes it (each wake costs the training thread GIL time)
+_POLL_S = 0.2  # how often the writer thread drains the queue while records arrive (each wake costs the training thread GIL time)
 _CLOSE_TIMEOUT_S = 30.0
 _YIELD_EVERY_S = 0.0005  # the writer offers the GIL back this often while it turns records into rows
 _CLOSE_RETRIES, _CLOSE_RETRY_S = 3, 0.1  # a close after failed writes tries again this often
@@ -117,6 +117,9 @@ class Recorder:
         self._flush_interval_s = flush_interval_s
         self._steps_per_flush = steps_per_flush
         self._wake = threading.Event()
+        # True while the writer thread sleeps because the queue stayed empty: the next log_*
+        # call wakes it (once) instead of the writer waking every _POLL_S to find nothing.
+        self._idle = False
         self._close_lock = threading.Lock()
         self._pending_steps: list[dict[str, Any]] = []
         self._pending_samples: list[dict[str, Any]] = []
@@ -154,6 +157,8 @@ class Recorder:
             return
         if len(self._queue) < self._queue_size:
             self._queue.append((_STEP, step, metrics, time.time()))
+            if self._idle:
+                self._wake_idle_writer()
         else:
             self._dropped += 1
 
@@ -163,8 +168,15 @@ class Recorder:
             return
         if len(self._queue) < self._queue_size:
             self._queue.append((_SAMPLES, step, samples, select, misplaced))
+            if self._idle:
+                self._wake_idle_writer()
         else:
             self._dropped += 1
+
+    def _wake_idle_writer(self) -> None:
+        """The first record after the queue stayed empty wakes the sleeping writer thread."""
+        self._idle = False
+        self._wake.set()
 
     def log_event(self, kind: Any = _MISSING, /, step: Any = None, message: Any = "", **data: Any) -> None:
         """Record a sparse event, written to disk immediately; never raises."""
@@ -268,9 +280,21 @@ class Recorder:
         except Exception:
             pass
         stopping = False
+        arrived = True  # records came since the last look: look again in _POLL_S
         while not stopping:
-            self._wake.wait(_POLL_S)
+            if arrived:
+                self._wake.wait(_POLL_S)
+            else:
+                # The queue stayed empty a whole poll: sleep until the next flush is due (a failed
+                # write is retried then) or a flush interval, unless a log_* call, flush() or
+                # close() wakes the writer first. The flag is set before the queue is looked at
+                # again, so a record appended in between either is seen here or wakes the wait.
+                self._idle = True
+                if not self._queue:
+                    self._wake.wait(self._idle_timeout())
+                self._idle = False
             self._wake.clear()
+            arrived = bool(self._queue)
             waiters: list[threading.Event] = []
             offered = time.perf_counter()
             while self._queue:
@@ -297,6 +321,13 @@ class Recorder:
                 self._last_tries()
             for done in waiters:
                 done.set()
+
+    def _idle_timeout(self) -> float:
+        """Seconds the idle writer may sleep: until pending rows are due to be written, else
+        a flush interval (nothing is pending, so nothing is due)."""
+        if not (self._pending_steps or self._pending_samples):
+            return self._flush_interval_s
+        return max(0.0, self._last_flush + self._flush_interval_s - time.monotonic())
 
     def _last_tries(self) -> None:
         """At close: retry a failed write a few times, then count what is still pending as dropped.

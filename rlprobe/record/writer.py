@@ -7,6 +7,7 @@ a torn file where a reader would find it. Recordings are only ever added to.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -85,23 +86,31 @@ def _build_table(rows: list[dict[str, Any]], fixed_types: dict[str, str]) -> pa.
     x 200 steps held it for tens of milliseconds. Chunks bound each hold to about a millisecond,
     and the GIL is offered back between them (yield_gil).
     """
-    names: dict[str, None] = {}
-    for row in rows:
-        names.update(dict.fromkeys(row))
+    names: set[str] = set().union(*rows)
     ordered = [c for c in fixed_types if c in names] + sorted(c for c in names if c not in fixed_types)
+    # dict.get mapped over the rows is the same lookup as row.get(name), without a Python frame
+    # per row; a row of any other mapping type takes the plain comprehension.
+    get = dict.get if set(map(type, rows)) == {dict} else None
     arrays = []
     step = ARROW_CHUNK_ROWS
     for name in ordered:
         arrow_type = _ARROW_TYPES[fixed_types.get(name, "DOUBLE")]
         if len(rows) <= step:
-            arrays.append(pa.array([row.get(name) for row in rows], type=arrow_type))
+            arrays.append(pa.array(_column(rows, name, get), type=arrow_type))
             continue
         chunks = []
         for start in range(0, len(rows), step):
-            chunks.append(pa.array([row.get(name) for row in rows[start : start + step]], type=arrow_type))
+            chunks.append(pa.array(_column(rows[start : start + step], name, get), type=arrow_type))
             yield_gil()
         arrays.append(pa.chunked_array(chunks, type=arrow_type))
     return pa.Table.from_arrays(arrays, names=ordered)
+
+
+def _column(rows: list[dict[str, Any]], name: str, get: Any) -> list[Any]:
+    """The values of column name, one per row (None where a row lacks it)."""
+    if get is None:
+        return [row.get(name) for row in rows]
+    return list(map(get, rows, itertools.repeat(name, len(rows))))
 
 
 def yield_gil() -> None:
@@ -168,6 +177,53 @@ def prewarm_parquet() -> None:
     pq.write_table(pa.table({"step": pa.array([0], pa.int64())}), sink, compression=PARQUET_COMPRESSION)
 
 
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class _WrittenShard:
+    """The rows a writer wrote into one filling shard, kept until the shard is sealed."""
+
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+        self.stamps: dict[str, tuple[int, int, int]] = {}
+
+    def add(self, table: pa.Table, delta: Path) -> None:
+        """table was just written as delta (the next one)."""
+        self.tables.append(table)
+        self.stamp(delta)
+
+    def stamp(self, path: Path) -> None:
+        """Remember what path, just written by this writer, looks like on disk."""
+        try:
+            self.stamps[path.name] = _stamp(path)
+        except OSError:
+            self.stamps.pop(path.name, None)  # unknown: holds() will send the shard to its files
+
+    def holds(self, files: list[Path]) -> bool:
+        """True when files (what readers read of the shard) hold exactly self.tables: every
+        one written by this writer and unchanged since, an open version and every delta after it
+        up to the last one written. Anything else (a file replaced, truncated, deleted behind
+        the writer's back) and the shard is read from its files."""
+        versions = []
+        for path in files:
+            parsed = parse_shard_file(path.name)
+            if parsed is None or parsed[1] == "sealed" or path.name not in self.stamps:
+                return False
+            try:
+                if _stamp(path) != self.stamps[path.name]:
+                    return False
+            except OSError:
+                return False
+            versions.append((parsed[1], parsed[2]))
+        if not versions:
+            return False
+        first = versions[0][1] if versions[0][0] == "open" else 0
+        deltas = [v for kind, v in versions if kind == "delta"]
+        return deltas == list(range(first + 1, len(self.tables) + 1)) and (first > 0 or bool(deltas))
+
+
 class RunWriter:
     """Writes one run directory: manifest, step parts, sample shards, events, compaction."""
 
@@ -198,6 +254,12 @@ class RunWriter:
         self._open_version = 0  # the deltas (1.._open_version) the newest open version holds
         self._full: list[int] = []
         self._superseded: list[tuple[float, list[Path]]] = []
+        # Per shard index still to be sealed, the tables of the deltas this writer wrote (in
+        # delta order) and what each file it wrote for the shard looked like on disk: a merge or
+        # a seal writes the rows out again without reading them back, as long as the files are
+        # still the ones it wrote. Dropped once a shard is sealed, and when a seal fails (a retry
+        # reads the files).
+        self._written: dict[int, _WrittenShard] = {}
         if self.resumed:
             try:
                 self.seal_samples()  # what a killed writer left filling becomes the shard it ended as
@@ -330,6 +392,8 @@ class RunWriter:
                     atomic_write_table(self.samples_dir / delta_name(self._shard_index, self._delta_version + 1), table)
                     self._delta_version += 1
                     self._shard_rows += table.num_rows
+                    kept = self._written.setdefault(self._shard_index, _WrittenShard())
+                    kept.add(table, self.samples_dir / delta_name(self._shard_index, self._delta_version))
                 written += len(chunk)
                 if self._shard_rows >= SAMPLES_PER_SHARD:
                     self._full.append(self._shard_index)
@@ -355,9 +419,16 @@ class RunWriter:
     def _read_shard(self, index: int) -> tuple[pa.Table | None, list[Path], int]:
         """Shard index as readers see it, merged: (rows, the files they came from, highest delta).
 
-        A file that cannot be read is quarantined (its rows are lost, and said so); the others
-        are kept.
+        The rows come from the tables this writer wrote when it wrote every delta of the shard
+        (the files hold exactly those rows); otherwise from the files. A file that cannot be read
+        is quarantined (its rows are lost, and said so); the others are kept.
         """
+        written = self._written.get(index)
+        if written is not None:
+            files = self._shard_files(index)
+            if written.holds(files):
+                return pa.concat_tables(written.tables, promote_options="permissive"), files, len(written.tables)
+            self._written.pop(index, None)  # the files are not what this writer left: read them
         table: pa.Table | None = None
         files, covered = [], 0
         for path in self._shard_files(index):
@@ -398,7 +469,10 @@ class RunWriter:
         table, files, covered = self._read_shard(index)
         if table is None or covered <= self._open_version:
             return
-        atomic_write_table(self.samples_dir / shard_name(index, covered), table)
+        merged = self.samples_dir / shard_name(index, covered)
+        atomic_write_table(merged, table)
+        if index in self._written:
+            self._written[index].stamp(merged)
         self._open_version = covered
         self._superseded.append((time.monotonic(), files))
 
@@ -406,6 +480,7 @@ class RunWriter:
         """Write shard index, sealed, from what readers read of it; those files are superseded."""
         table, files, _ = self._read_shard(index)
         sealed = self.samples_dir / shard_name(index)
+        self._written.pop(index, None)  # sealed now, or a retry reads the files
         if sealed in files:
             return
         if table is not None:
@@ -418,6 +493,8 @@ class RunWriter:
             try:
                 self._seal(self._full[0])
             except Exception as exc:
+                for index in self._full:  # a disk too full to seal: memory must not grow with it
+                    self._written.pop(index, None)
                 return exc
             self._full.pop(0)
         return None
@@ -468,6 +545,7 @@ class RunWriter:
                 self._drop_copies(parsed[0])
         self._superseded = []
         self._full = []
+        self._written = {}
         self._shard_index = self._next_shard_index()
         self._shard_rows = self._delta_version = self._open_version = 0
         if failure is not None:
