@@ -7,10 +7,12 @@ recording and the same import report.
 
 from __future__ import annotations
 
+import gc
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from rlprobe.keymap import MappedMetrics, derive_run, infer_algorithm, map_metrics
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX
@@ -191,3 +193,20 @@ def constant_notes(mapped: list[MappedMetrics], min_steps: int = 20) -> list[str
             out.append(f"{name} is exactly 0 at all {len(values)} steps that log it (a placeholder for "
                        "'not measured', or 0 by construction?)")
     return out
+
+
+@contextmanager
+def many_objects() -> Iterator[None]:
+    """Build a large source's objects (a dict and a MappedMetrics per step) without cyclic GC passes.
+
+    Building them holds no reference cycle, but each full collection walks every object built
+    so far: about a third of a 100k-step import's time (benchmarks/import_trackers.py).
+    Reference counting frees as usual; the collector runs again on leaving, if it was on.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
