@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from rlprobe.errors import SourceUnreadable
-from rlprobe.importers._common import Entry, Parsed, classify, many_objects
+from rlprobe.importers._common import Entry, Parsed, classify
 
 EVENT_FILE_MARK = "tfevents"
 Progress = Callable[[int, int], None]
@@ -198,19 +198,18 @@ def parse(run: Path, step_every: int | None = None, progress: Progress | None = 
         parsed.notes.append("--step-every is ignored: every TensorBoard event carries its step")
     rows: dict[int, dict[str, Any]] = {}
     texts: list[tuple[int, str, str]] = []
-    with many_objects():
-        for step, wall, scalars, text in EventReader(run).read(progress):
-            row = rows.get(step)
-            if row is None:
-                row = rows[step] = scalars  # the reader's own dict, made for this event
-            else:
-                row.update(scalars)  # a later event or file (a resumed run) wins per step and tag
-            if wall > 0:  # 0 is an unset wall_time
-                row["wall_time"] = wall
-            if text:
-                texts += [(step, tag, t) for tag, t in text.items()]
-        if not rows and not texts:
-            raise SourceUnreadable(f"{run}: no readable TensorBoard record (not an event file, or every record is torn)")
-        rows_to_parsed(parsed, rows, texts)
+    for step, wall, scalars, text in EventReader(run).read(progress):
+        row = rows.get(step)
+        if row is None:
+            row = rows[step] = scalars  # the reader's own dict, made for this event
+        else:
+            row.update(scalars)  # a later event or file (a resumed run) wins per step and tag
+        if wall > 0:  # 0 is an unset wall_time
+            row["wall_time"] = wall
+        if text:
+            texts += [(step, tag, t) for tag, t in text.items()]
+    if not rows and not texts:
+        raise SourceUnreadable(f"{run}: no readable TensorBoard record (not an event file, or every record is torn)")
+    rows_to_parsed(parsed, rows, texts)
     parsed.step_rule = "the step of each TensorBoard event"
     return parsed

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlprobe import __version__
-from rlprobe.importers._common import Parsed, many_objects
+from rlprobe.importers._common import Parsed
 from rlprobe.keymap import why_extra
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX, STEP_COLUMN_TYPES, Event, RunManifest, new_run_id
 
@@ -259,8 +259,7 @@ def write_recording(parsed: Parsed, source: Path, run_dir: Path, *, algorithm: s
         writer = RunWriter(tmp, manifest)
         writer.append_event(Event(kind="recorder_open", message="import", data={"run_id": report.run_id}))
         if parsed.entries:
-            with many_objects():
-                table = _steps_table(parsed)
+            table = _steps_table(parsed)
             if table is not None:
                 writer.write_steps_table(table)
             else:
