@@ -81,6 +81,16 @@ def test_tensorboard_run_round_trip(tmp_path: Path) -> None:
     assert tree_digest(run) == before
 
 
+def test_a_tensorboard_import_reports_the_bytes_it_has_read(tmp_path: Path) -> None:
+    run = write_tb_run(tmp_path / "logs" / "grpo-1", range(1, 11))
+    size = sum(f.stat().st_size for f in run.iterdir())
+    calls: list[tuple[str, int, int]] = []
+
+    import_source(run, tmp_path / "rec", progress=lambda what, done, total: calls.append((what, done, total)))
+    assert {what for what, _, _ in calls} == {"reading grpo-1"} and {total for _, _, total in calls} == {size}
+    assert [done for _, done, _ in calls] == sorted(done for _, done, _ in calls) and calls[-1][1] == size
+
+
 def test_tensorboard_logdir_is_a_root_of_runs(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     write_tb_run(logs / "a", range(1, 6))
