@@ -25,6 +25,7 @@ maps to.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -358,16 +359,19 @@ def map_metrics(metrics: Mapping[str, Any]) -> MappedMetrics:
     plan = _PLANS.get(keys)
     if plan is None:
         plan = _plan(keys)
-    values = [to_float(metrics[k]) for k in keys]
-    if None in values or (plan.step_index is not None and not math.isfinite(values[plan.step_index])):
-        return _map_slowly(metrics)  # a non-number changes which key wins: decide key by key
-    out = MappedMetrics(
-        fields={target: (values[i] if transform is None else transform(values[i])) for i, target, transform in plan.fields},
-        components={name: values[i] for i, name in plan.components},
-        extra={keys[i]: values[i] for i in plan.extra},
-        unmapped=list(plan.unmapped),
-        shadowed=list(plan.shadowed),
-    )
+    values = list(metrics.values())
+    if not set(map(type, values)) <= _FLOAT_ONLY:  # what trackers and Trainers log nearly always: floats
+        values = [to_float(v) for v in values]
+        if None in values:
+            return _map_slowly(metrics)  # a non-number changes which key wins: decide key by key
+    if plan.step_index is not None and not math.isfinite(values[plan.step_index]):
+        return _map_slowly(metrics)
+    fields = dict(zip(plan.field_names, plan.pick_fields(values)))
+    for i, target, transform in plan.transformed:
+        fields[target] = transform(values[i])
+    out = MappedMetrics(None, fields, dict(zip(plan.component_names, plan.pick_components(values))),
+                        dict(zip(plan.extra_names, plan.pick_extra(values))), list(plan.unmapped), [],
+                        list(plan.shadowed), [])
     if plan.step_index is not None:
         out.step = int(values[plan.step_index])
     if plan.pairs:
@@ -375,13 +379,34 @@ def map_metrics(metrics: Mapping[str, Any]) -> MappedMetrics:
     return out
 
 
+_FLOAT_ONLY = frozenset({float})
+
+
+def _picker(indices: Sequence[int]) -> Callable[[Sequence[float]], Sequence[float]]:
+    """values -> the values at indices, in that order (operator.itemgetter, which returns a bare item for one index)."""
+    if not indices:
+        return lambda values: ()
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda values: (values[only],)
+    return operator.itemgetter(*indices)
+
+
 @dataclass(frozen=True)
 class _Plan:
-    """How a dict with these keys, in this order, all numbers, maps: decided once per key set."""
+    """How a dict with these keys, in this order, all numbers, maps: decided once per key set.
 
-    fields: tuple[tuple[int, str, Callable[[float], float] | None], ...]
-    components: tuple[tuple[int, str], ...]
-    extra: tuple[int, ...]
+    Compiled to pickers (which values go to the fields, components and extras, by position) and
+    the names they go under, so a dict costs a few C-level calls, not a loop over its keys.
+    """
+
+    field_names: tuple[str, ...]
+    pick_fields: Callable[[Sequence[float]], Sequence[float]]
+    transformed: tuple[tuple[int, str, Callable[[float], float]], ...]  # fields whose value is transformed
+    component_names: tuple[str, ...]
+    pick_components: Callable[[Sequence[float]], Sequence[float]]
+    extra_names: tuple[str, ...]
+    pick_extra: Callable[[Sequence[float]], Sequence[float]]
     unmapped: tuple[str, ...]
     shadowed: tuple[str, ...]
     step_index: int | None
@@ -395,10 +420,17 @@ _PLANS: dict[tuple[str, ...], _Plan] = {}
 def _plan(keys: tuple[str, ...]) -> _Plan:
     mapped = _map_slowly({k: 0.0 for k in keys}, indices=True)
     index = {k: i for i, k in enumerate(keys)}
+    fields = [(index[key], target, VALUE_TRANSFORMS.get(_bare(key))) for target, key in mapped.field_keys.items()]
+    components = [(index[key], name) for key, name in mapped.component_keys]
+    extra = [index[k] for k in mapped.extra]
     plan = _Plan(
-        fields=tuple((index[key], target, VALUE_TRANSFORMS.get(_bare(key))) for target, key in mapped.field_keys.items()),
-        components=tuple((index[key], name) for key, name in mapped.component_keys),
-        extra=tuple(index[k] for k in mapped.extra),
+        field_names=tuple(target for _, target, _ in fields),
+        pick_fields=_picker([i for i, _, _ in fields]),
+        transformed=tuple((i, target, transform) for i, target, transform in fields if transform is not None),
+        component_names=tuple(name for _, name in components),
+        pick_components=_picker([i for i, _ in components]),
+        extra_names=tuple(keys[i] for i in extra),
+        pick_extra=_picker(extra),
         unmapped=tuple(mapped.unmapped),
         shadowed=tuple(mapped.shadowed),
         step_index=index[mapped.step_key] if mapped.step_key is not None else None,

@@ -81,6 +81,16 @@ def test_tensorboard_run_round_trip(tmp_path: Path) -> None:
     assert tree_digest(run) == before
 
 
+def test_a_tensorboard_import_reports_the_bytes_it_has_read(tmp_path: Path) -> None:
+    run = write_tb_run(tmp_path / "logs" / "grpo-1", range(1, 11))
+    size = sum(f.stat().st_size for f in run.iterdir())
+    calls: list[tuple[str, int, int]] = []
+
+    import_source(run, tmp_path / "rec", progress=lambda what, done, total: calls.append((what, done, total)))
+    assert {what for what, _, _ in calls} == {"reading grpo-1"} and {total for _, _, total in calls} == {size}
+    assert [done for _, done, _ in calls] == sorted(done for _, done, _ in calls) and calls[-1][1] == size
+
+
 def test_tensorboard_logdir_is_a_root_of_runs(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     write_tb_run(logs / "a", range(1, 6))
@@ -117,6 +127,86 @@ def test_a_growing_tensorboard_run_is_read_incrementally(tmp_path: Path) -> None
     log(3)
     assert [s for s, *_ in reader.read()] == [3]  # only what is new
     writer.close()
+
+
+def test_every_kind_of_tensorboard_value_is_read_as_it_was_written(tmp_path: Path) -> None:
+    # The reader takes a summary's simple_values all at once and asks a value its kind only when
+    # it reads 0.0 (what a tensor, a histogram or a text reads as simple_value): these summaries
+    # mix the kinds, zeros and a tag repeated in one summary.
+    pytest.importorskip("tensorboard")
+    import numpy as np
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.plugins.histogram.summary_v2 import histogram_pb
+    from tensorboard.plugins.scalar.summary_v2 import scalar_pb
+    from tensorboard.plugins.text.summary_v2 import text_pb
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from rlprobe.importers.tensorboard import EventReader
+
+    def simple(tag: str, v: float) -> Any:
+        return summary_pb2.Summary.Value(tag=tag, simple_value=v)
+
+    tf1_histogram = summary_pb2.Summary.Value(tag="train/h1", histo=summary_pb2.HistogramProto(min=1.0, max=2.0, num=2))
+    summaries = {
+        1: [simple("train/reward", 0.5), simple("train/kl", 0.0)],  # a true 0.0
+        2: [simple("train/reward", 0.0), *scalar_pb("train/kl", 0.25).value, *histogram_pb("train/h", np.array([1.0, 2.0])).value,
+            tf1_histogram, *text_pb("train/generated_samples", "2+2=4").value],
+        3: [*text_pb("train/note", "hello").value, simple("train/note", 1.5)],  # one tag, two kinds
+        4: [simple("train/reward", 2.0), *scalar_pb("train/reward", 3.0).value],  # the later value wins
+        5: [tf1_histogram],  # nothing readable: no row
+    }
+    writer = EventFileWriter(str(tmp_path / "run"))
+    for step, values in summaries.items():
+        writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(value=values)))
+    writer.close()
+
+    assert [(step, scalars, texts) for step, _, scalars, texts in EventReader(tmp_path / "run").read()] == [
+        (1, {"train/reward": 0.5, "train/kl": 0.0}, {}),
+        (2, {"train/reward": 0.0, "train/kl": 0.25}, {"train/generated_samples": "2+2=4"}),
+        (3, {"train/note": 1.5}, {"train/note": "hello"}),
+        (4, {"train/reward": 3.0}, {}),
+    ]
+
+
+def test_the_steps_table_is_the_one_the_rows_make(tmp_path: Path) -> None:
+    # write_recording builds the steps table from columns; RunWriter.write_steps builds it from
+    # one dict per step. Steps with different keys, components, extras, NaN and a derived field:
+    # the same table.
+    import math
+
+    from rlprobe.importers._common import Entry, Parsed, classify, finish
+    from rlprobe.importers.write import _step_rows, _steps_table
+    from rlprobe.record.writer import _table
+    from rlprobe.schemas import STEP_COLUMN_TYPES
+
+    logged = [
+        {"reward": 0.5, "reward_std": 0.0, "kl": 0.1, "rewards/accuracy": 1.0, "my_metric": 3.0},
+        {"reward": math.nan, "reward_std": 0.0, "kl": 0.2},
+        {"entropy": 1.2, "other": 5.0, "rewards/format": 0.0, "reward_std": 0.0},
+        {"reward": 0.7, "kl": 0.3, "rewards/accuracy": 0.0, "my_metric": 4.0, "reward_std": 0.0},
+    ]
+    parsed = Parsed(kind="jsonl")
+    for step, metrics in enumerate(logged, start=1):
+        mapped = classify(metrics, parsed)
+        assert mapped is not None
+        parsed.entries.append(Entry(step=step, mapped=mapped))
+    finish(parsed)  # reward_std 0 everywhere: zero_variance_group_frac = 1, derived
+    assert {e.mapped.fields.get("zero_variance_group_frac") for e in parsed.entries} == {1.0}
+
+    columns, rows = _steps_table(parsed), _table(_step_rows(parsed), STEP_COLUMN_TYPES)
+    assert columns is not None and columns.schema.equals(rows.schema)
+    assert repr(columns.to_pylist()) == repr(rows.to_pylist())  # repr: NaN equals NaN
+    assert rows.column_names[:3] == ["step", "reward_mean", "reward_std"]
+
+
+def test_a_step_arrow_cannot_hold_is_set_aside_as_before(tmp_path: Path) -> None:
+    from rlprobe.importers._common import Entry, Parsed
+    from rlprobe.importers.write import write_recording
+    from rlprobe.keymap import map_metrics
+
+    parsed = Parsed(kind="jsonl", entries=[Entry(step=s, mapped=map_metrics({"reward": 0.5})) for s in (1, 2**70, 3)])
+    write_recording(parsed, tmp_path / "src.jsonl", tmp_path / "rec")
+    assert steps_of(tmp_path / "rec", "step, reward_mean") == [{"step": 1, "reward_mean": 0.5}, {"step": 3, "reward_mean": 0.5}]
 
 
 # -- Weights & Biases ----------------------------------------------------------------------------------

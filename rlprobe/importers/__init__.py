@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 from rlprobe.errors import ImportRefused, RlprobeError, SourceUnreadable
 from rlprobe.importers import console_log, metrics_file, trainer_state, trl_completions, xtuner_log
-from rlprobe.importers._common import Parsed, finish
+from rlprobe.importers._common import Parsed, finish, many_objects
 from rlprobe.importers.trackers import TRACKERS, is_single_run, open_runs, tracker_kind
 from rlprobe.importers.write import ImportReport, RootReport, write_recording
 from rlprobe.sources import Recording, is_recording_dir  # light: the read commands use it without this package
@@ -177,8 +177,11 @@ def import_source(source: str | os.PathLike[str], run_dir: str | os.PathLike[str
     if found in TRACKERS:
         return _import_tracker(src, dest, found, step_every=step_every, algorithm=algorithm, model_name=model_name,
                                run_id=run_id, progress=progress)
-    parsed = finish(_read(src, found, step_every))
-    return _write(parsed, src, dest, found, algorithm=algorithm, model_name=model_name, run_id=run_id)
+    with many_objects():  # a run's steps are objects until it is written: freed before the collector is back
+        parsed = finish(_read(src, found, step_every))
+        report = _write(parsed, src, dest, found, algorithm=algorithm, model_name=model_name, run_id=run_id)
+        del parsed
+    return report
 
 
 def _write(parsed: Parsed, src: Path, dest: Path, found: str, **manifest: Any) -> ImportReport:
@@ -203,10 +206,13 @@ def _import_tracker(src: Path, dest: Path, kind: str, *, step_every: int | None,
 
     with open_runs(src, kind, bytes_progress) as runs:
         if is_single_run(src, kind) and len(runs) == 1:
-            parsed = runs[0][1]()
-            if step_every is not None:
-                parsed.notes.append(f"--step-every is ignored: {kind} values carry their step")
-            return _write(finish(parsed), src, dest, kind, algorithm=algorithm, model_name=model_name, run_id=run_id)
+            with many_objects():
+                parsed = runs[0][1]()
+                if step_every is not None:
+                    parsed.notes.append(f"--step-every is ignored: {kind} values carry their step")
+                report = _write(finish(parsed), src, dest, kind, algorithm=algorithm, model_name=model_name, run_id=run_id)
+                del parsed
+            return report
         # A root of runs: built under a hidden name next to dest, renamed into place at the end.
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.parent / f".{dest.name}.import-{uuid.uuid4().hex[:8]}.tmp"
@@ -222,8 +228,9 @@ def _import_tracker(src: Path, dest: Path, kind: str, *, step_every: int | None,
                     folder += "_"
                 used.add(folder)
                 try:
-                    report = _write(finish(read()), src, tmp / folder, kind, algorithm=algorithm, model_name=model_name,
-                                    run_id=f"{run_id}/{folder}" if run_id else None)
+                    with many_objects():
+                        report = _write(finish(read()), src, tmp / folder, kind, algorithm=algorithm,
+                                        model_name=model_name, run_id=f"{run_id}/{folder}" if run_id else None)
                 except RlprobeError as exc:  # one broken run never takes the root down
                     root.failed.append((name, str(exc)))
                     continue

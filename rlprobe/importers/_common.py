@@ -7,10 +7,12 @@ recording and the same import report.
 
 from __future__ import annotations
 
+import gc
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from rlprobe.keymap import MappedMetrics, derive_run, infer_algorithm, map_metrics
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX
@@ -137,7 +139,7 @@ def classify(metrics: Mapping[str, Any], parsed: Parsed) -> MappedMetrics | None
     if kind == "own":
         metrics = own_names(metrics)
     mapped = map_metrics(metrics)
-    if not (set(mapped.fields) - _BOOKKEEPING or mapped.components or set(mapped.extra) - _BOOKKEEPING):
+    if not (mapped.components or not _BOOKKEEPING.issuperset(mapped.fields) or not _BOOKKEEPING.issuperset(mapped.extra)):
         parsed.skip("no numeric metrics")
         return None
     return mapped
@@ -186,8 +188,28 @@ def constant_notes(mapped: list[MappedMetrics], min_steps: int = 20) -> list[str
     fields = sorted(({f for m in mapped for f in m.fields} & _PLACEHOLDER_PRONE) - {f for m in mapped for f in m.derived})
     out = []
     for name in fields:
-        values = [m.fields[name] for m in mapped if name in m.fields]
-        if len(values) >= min_steps and all(v == 0.0 for v in values):
-            out.append(f"{name} is exactly 0 at all {len(values)} steps that log it (a placeholder for "
+        if any(m.fields.get(name, 0.0) != 0.0 for m in mapped):  # stops at the first step it is not 0 (or is NaN)
+            continue
+        logged = sum(name in m.fields for m in mapped)
+        if logged >= min_steps:
+            out.append(f"{name} is exactly 0 at all {logged} steps that log it (a placeholder for "
                        "'not measured', or 0 by construction?)")
     return out
+
+
+@contextmanager
+def many_objects() -> Iterator[None]:
+    """Import one run (read, finish, write) without cyclic GC passes.
+
+    A run's steps become objects (a dict, a MappedMetrics and an Entry per step) that live until
+    the run is written and hold no reference cycle; every full collection in between walks all
+    of them (a fifth of a 100k-step TensorBoard import's time; benchmarks/import_trackers.py).
+    Reference counting frees them as usual on leaving, where the collector runs again if it was on.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()

@@ -15,6 +15,7 @@ checks each record's CRC32C in pure Python, which dominates on large runs; with 
 
 from __future__ import annotations
 
+import operator
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -128,7 +129,30 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _values(values: Iterable[Any]) -> tuple[dict[str, float], dict[str, str]]:
+_TAG_AND_SIMPLE_VALUE = operator.attrgetter("tag", "simple_value")
+_KIND = operator.methodcaller("WhichOneof", "value")
+
+
+def _values(values: Any) -> tuple[dict[str, float], dict[str, str]]:
+    """The scalars and texts of a summary's values; images, histograms and audio are left out.
+
+    Nearly every value of a large run is a TF1-style simple_value, so all of them are read at
+    once. A value of another kind reads as simple_value 0.0 (a oneof's unset member), so only
+    values that read 0.0 need their kind asked; any that is not simple_value, or a tag repeated
+    in one summary, sends the summary through the value-by-value reading (_each_value).
+    """
+    pairs = list(map(_TAG_AND_SIMPLE_VALUE, values))
+    scalars = dict(pairs)
+    if len(scalars) != len(pairs):
+        return _each_value(values)
+    if 0.0 in scalars.values():
+        for i, (_, number) in enumerate(pairs):
+            if number == 0.0 and _KIND(values[i]) != "simple_value":
+                return _each_value(values)
+    return scalars, {}
+
+
+def _each_value(values: Iterable[Any]) -> tuple[dict[str, float], dict[str, str]]:
     scalars: dict[str, float] = {}
     texts: dict[str, str] = {}
     for value in values:
@@ -154,9 +178,13 @@ def _values(values: Iterable[Any]) -> tuple[dict[str, float], dict[str, str]]:
 
 
 def rows_to_parsed(parsed: Parsed, rows: dict[int, dict[str, Any]], texts: list[tuple[int, str, str]]) -> None:
-    """Steps (in step order) and text samples into parsed."""
+    """Steps (in step order) and text samples into parsed; rows is emptied on the way.
+
+    Each step's dict goes once it is mapped: on a 100k-step run the dicts and the mapped
+    steps together were most of the import's memory.
+    """
     for step in sorted(rows):
-        mapped = classify(rows[step], parsed)
+        mapped = classify(rows.pop(step), parsed)
         if mapped is not None:
             parsed.entries.append(Entry(step=step, mapped=mapped))
     for serial, (step, tag, text) in enumerate(texts):
@@ -175,11 +203,15 @@ def parse(run: Path, step_every: int | None = None, progress: Progress | None = 
     rows: dict[int, dict[str, Any]] = {}
     texts: list[tuple[int, str, str]] = []
     for step, wall, scalars, text in EventReader(run).read(progress):
-        row = rows.setdefault(step, {})
-        row.update(scalars)  # a later file (a resumed run) wins per step and tag
+        row = rows.get(step)
+        if row is None:
+            row = rows[step] = scalars  # the reader's own dict, made for this event
+        else:
+            row.update(scalars)  # a later event or file (a resumed run) wins per step and tag
         if wall > 0:  # 0 is an unset wall_time
             row["wall_time"] = wall
-        texts += [(step, tag, t) for tag, t in text.items()]
+        if text:
+            texts += [(step, tag, t) for tag, t in text.items()]
     if not rows and not texts:
         raise SourceUnreadable(f"{run}: no readable TensorBoard record (not an event file, or every record is torn)")
     rows_to_parsed(parsed, rows, texts)

@@ -362,7 +362,10 @@ class RunWriter:
 
     def write_steps(self, rows: list[dict[str, Any]]) -> Path | None:
         """Write rows as the next immutable part file (None when no row could be encoded)."""
-        table = self._rows_table(rows, "step", STEP_COLUMN_TYPES)
+        return self.write_steps_table(self._rows_table(rows, "step", STEP_COLUMN_TYPES))
+
+    def write_steps_table(self, table: pa.Table) -> Path | None:
+        """Write step rows already in Arrow (columns named and typed as write_steps makes them) as the next part file."""
         if table.num_rows == 0:
             return None
         self.steps_dir.mkdir(exist_ok=True)
