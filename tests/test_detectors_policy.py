@@ -225,3 +225,19 @@ def test_an_entropy_collapse_is_judged_against_its_step_to_step_noise_too() -> N
     steps, samples = to_tables(run, "r")
     f = finding(diagnose_tables(steps, samples)[0], "ENTROPY_COLLAPSE")
     assert f is not None and f.first_step < 0.5 * 457  # found while the run still had most of its steps to go
+
+
+def test_an_entropy_collapse_inside_the_early_window_is_judged_against_the_level_before_it() -> None:
+    """Entropy holds 0.13 for the first 9% of a 3,000-step run, then falls to 0.015 and stays:
+    the early window (5-20% of the run) is mostly after the fall, so against it nothing moved.
+    Against the level it held before the fall, entropy lost nine tenths of it."""
+    n = 3000
+    rng = np.random.default_rng(5)
+    steps = np.arange(n)
+    entropy = 0.015 + 0.115 / (1 + np.exp((steps - 280) / 8)) + rng.normal(0, 0.0015, n)
+    f = finding(diagnose_tables(_ramp_run(np.abs(entropy)))[0], "ENTROPY_COLLAPSE")
+    assert f is not None and f.severity in ("warn", "critical")
+    assert 260 <= f.first_step <= 320
+    assert "the level it held before the fall" in f.explanation
+    assert 0.12 < f.evidence["entropy_baseline"] < 0.14
+

@@ -217,3 +217,49 @@ def test_a_prefix_of_a_healthy_run_raises_nothing_the_whole_run_would_not(family
             k = int(share * len(run.steps))
             prefix = loud(findings(table(k, **{c: np.asarray(v, dtype=float)[:k] for c, v in cols.items()})))
             assert set(prefix) <= whole, (family, seed, share, {s: f.explanation for s, f in prefix.items()})
+
+
+
+def _synth_prefix(kind: str, n_steps: int, seed: int, frac: float) -> pa.Table:
+    """The first `frac` of a run of benchmarks/detectors.py's generator, as a watcher sees it."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from detectors import prefix_tables, setup_of, to_tables
+
+    run = make_run(kind, n_steps=n_steps, seed=seed, **setup_of(kind, seed, False))
+    steps, samples = to_tables(run, "run")
+    return prefix_tables(steps, samples, frac, "run")[0]
+
+
+def test_a_few_batches_with_every_group_solved_are_chance_on_an_easy_task() -> None:
+    """4 groups a batch on an easy task, most of them solved every time: all four are degenerate
+    on a large share of the batches, so five such batches in a row at the end of what a watcher
+    has seen (60% of the run) are chance, not a run that has stopped learning. The whole run
+    raises nothing. Before, a DEGENERATE_GROUPS warning "100% of groups from step 123"."""
+    found = findings(_synth_prefix("healthy:easy_task", 212, 135, 0.6))
+    assert "DEGENERATE_GROUPS" not in loud(found)
+
+
+def test_every_group_degenerate_for_longer_than_chance_allows_is_reported() -> None:
+    """4 groups a batch, ~70% degenerate, then 30 batches in a row where every group is
+    degenerate with the reward mid-range (each prompt all right or all wrong alike): no gradient
+    is left, far longer than chance would give."""
+    r = rng(10)
+    zero = r.binomial(4, 0.7, 200) / 4
+    reward = np.clip(0.5 + r.normal(0, 0.1, 200), 0, 1)
+    zero[-30:] = 1.0
+    reward[-30:] = r.choice([0.25, 0.5, 0.75], 30)
+    found = loud(findings(table(200, zero_variance_group_frac=zero, reward_mean=reward)))
+    assert "DEGENERATE_GROUPS" in found and found["DEGENERATE_GROUPS"].first_step >= 170
+
+
+def test_an_easy_task_the_policy_settles_into_early_is_not_a_polarised_batch() -> None:
+    """An easy task (4 groups, reward ~0.95) whose degenerate share rises from its first points
+    to ~90%: by the reward alone at most 5% of the groups can be all-wrong, so the degenerate
+    groups are solved prompts, an easy task's normal state, not a batch split into all-right and
+    all-wrong. Before, a critical DEGENERATE_GROUPS on the first 30% of the run (the whole run
+    raised nothing)."""
+    found = findings(_synth_prefix("healthy:noisy_grad", 1188, 53, 0.3))
+    assert "DEGENERATE_GROUPS" not in loud(found)

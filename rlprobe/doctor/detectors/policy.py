@@ -45,6 +45,32 @@ def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Ep
     return None
 
 
+def _entropy_fall(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, float, float] | None:
+    """A fall of entropy's level to ratio_warn of the level just before it, held: (episode, the
+    level before, the lowest ratio to it while it held), or None.
+
+    The same reading of levels as a blow-up (episodes.log_level_jumps), on 1/entropy: a fall by
+    a factor k is a rise of the reciprocal by k. The level before must have held for a sustained
+    stretch after the run's first 5% (the warm-up, where entropy may start high and settle),
+    and the fall must still hold at the end of the run: a dip the policy came back from is not
+    a collapse of exploration.
+    """
+    n = len(feat)
+    value = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(value) & (value > 0)
+    if ok.sum() < 8:
+        return None
+    sustain = min(8, sustain_points(n, p["sustain_frac"], floor=3))
+    inverse = np.where(ok, 1.0 / np.where(ok, value, 1.0), np.nan)
+    for jump in log_level_jumps(inverse, 1.0 / p["ratio_warn"], -p["z_max"], sustain):
+        if not jump.ongoing or jump.start < max(sustain, int(0.05 * n)):
+            continue
+        before, after = 1.0 / jump.before, 1.0 / jump.after
+        severity = "critical" if after <= p["ratio_critical"] * before else "warn"
+        return Episode(jump.start, jump.end, severity, jump.start), before, after / before
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # ENTROPY_COLLAPSE
 # ---------------------------------------------------------------------------------------------
@@ -86,15 +112,24 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         refine_with=log_smooth,
         not_before=baseline_end(len(feat)) // 2,
     )
-    if episode is None:
-        return None
-    lo = baseline_end(len(feat)) // 2
-    episode = Episode(episode.start, episode.end, episode.severity,
-                      refine_onset(log_smooth, episode.start, lo, episode.start + 2 * sustain))
-    held = ratio[episode.start : episode.end + 1]
-    lowest = float(np.min(held))
+    reference, yardstick, fall_path = feat.b_median, "its early level", False
+    if episode is not None:
+        lo = baseline_end(len(feat)) // 2
+        episode = Episode(episode.start, episode.end, episode.severity,
+                          refine_onset(log_smooth, episode.start, lo, episode.start + 2 * sustain))
+        held = ratio[episode.start : episode.end + 1]
+        lowest = float(np.min(held))
+    else:
+        # The early window cannot be the yardstick when entropy fell inside it (a collapse in the
+        # first tenth of a long run, or within the first few points of a short log): then the
+        # fall is judged against the level entropy held just before it, as for a blow-up.
+        fall = _entropy_fall(feat, p)
+        if fall is None:
+            return None
+        episode, reference, lowest = fall
+        yardstick, fall_path = "the level it held before the fall", True
     evidence: dict[str, Any] = {
-        "entropy_baseline": feat.b_median,
+        "entropy_baseline": reference,
         "entropy_now": float(feat.smooth[-1]),
         "lowest_ratio_to_baseline": lowest,
         "steps_below_threshold": int(feat.step_hi[episode.end] - feat.step[episode.start] + 1),
@@ -107,8 +142,9 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     return make_finding(
         ctx, "ENTROPY_COLLAPSE", episode, feat,
         confidence(strength, 1.5, episode.end - episode.start + 1, sustain),
-        f"Policy entropy fell to {lowest:.0%} of its early level ({feat.b_median:.3g} -> "
-        f"{float(feat.smooth[-1]):.3g}) and stayed there: the policy is becoming deterministic.",
+        f"Policy entropy fell to {lowest:.0%} of {yardstick} ({reference:.3g} -> "
+        f"{lowest * reference if fall_path else float(feat.smooth[-1]):.3g}) and stayed there"
+        + (f" ({float(feat.smooth[-1]):.3g} now)" if fall_path else "") + ": the policy is becoming deterministic.",
         evidence,
         [
             "Lower the learning rate or raise the KL coefficient (beta) to slow the sharpening.",

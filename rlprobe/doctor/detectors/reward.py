@@ -29,7 +29,7 @@ from rlprobe.doctor.series import (
     Grid, Track, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, window,
 )
 from rlprobe.doctor.stats import (
-    bounded_noise, ffill, level_before, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
+    bounded_noise, ffill, granularity, level_before, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -399,6 +399,33 @@ def within_share(ctx: DetectorContext, grid: Grid) -> np.ndarray | None:
     return np.where(alive, ffill(share / base), np.nan)
 
 
+def _beyond_chance(before: np.ndarray, held: int, p_max: float = 0.01) -> int:
+    """How many batches in a row must have every group degenerate before that is a state of the
+    run and not chance, given the share of degenerate groups before them.
+
+    With G groups a batch (the share moves in steps of 1/G) each degenerate with probability q,
+    every group is degenerate in a batch with probability q**G: an easy task with 4 groups a
+    batch, 80% of them solved every time, has all four degenerate on 41% of its batches, and
+    a run of four such batches is common. A stretch counts once its chance, (q**G)**length, is
+    below p_max. Without points before it (a run degenerate from its first step) there is no
+    chance level to weigh it against: 0.
+    """
+    v = np.asarray(before, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) < 3:
+        return 0
+    q = min(max(float(np.mean(v)), 0.0), 1.0)
+    # a share that sat at one value before (0.75 on every batch) has no granularity of its own;
+    # with the 100% it reaches, it does
+    groups = granularity(v) or granularity(np.concatenate([v, [1.0]])) or 0
+    if groups <= 0 or q <= 0.0:
+        return 0
+    p_all = q ** groups
+    if p_all >= 1.0:
+        return held + 1  # always degenerate before: nothing has changed
+    return int(math.ceil(math.log(p_max) / math.log(p_all)))
+
+
 def _every_group_degenerate(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
     """(Nearly) every group degenerate on every step of a stretch that lasts to the end: no group
     gives any gradient, so the run has no learning signal at all, whatever the reward is."""
@@ -412,6 +439,8 @@ def _every_group_degenerate(ctx: DetectorContext, feat: MetricFeatures, p: dict[
     start, end = hit
     if float(np.mean(high[start:][ok[start:]])) < 0.95:
         return None  # most steps, not every one: a small batch with an informative group now and then
+    if end - start + 1 < _beyond_chance(value[:start], high[start : end + 1].sum()):
+        return None
     first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
     held = nanmedian(value[start : end + 1])
     reward = ctx.features("reward_mean")
@@ -456,6 +485,27 @@ def _every_group_degenerate(ctx: DetectorContext, feat: MetricFeatures, p: dict[
     ).model_copy(update={"ongoing": True})
 
 
+def _mostly_solved(reward: MetricFeatures, first_step: int, last_step: int, degenerate: float, share: float = 0.75) -> bool:
+    """True when at least `share` of the degenerate groups must be all-correct, by the reward alone.
+
+    For a reward in [0, 1], a batch whose groups are a share z degenerate has at most 1 - r of
+    its groups all-wrong at mean reward r (an all-wrong group earns 0, every other group at most
+    1). Reward 0.95 with 88% of groups degenerate leaves at most 5% all-wrong: the degenerate
+    groups are the prompts the policy solves, which is where an easy task sits, not a polarised
+    batch. Rewards outside [0, 1] say nothing: False.
+    """
+    v = np.asarray(reward.value, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0 or float(np.min(v)) < 0.0 or float(np.max(v)) > 1.0 + 1e-9 or degenerate <= 0:
+        return False
+    sel = (reward.step >= first_step) & (reward.step <= last_step)
+    r = nanmedian(np.asarray(reward.value, dtype=float)[sel]) if sel.any() else float("nan")
+    if not np.isfinite(r):
+        return False
+    all_wrong_max = min(degenerate, 1.0 - r)
+    return all_wrong_max <= (1.0 - share) * degenerate
+
+
 def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
     """A rise of the zero-variance share that happened inside the early window (so that window's
     level is not the run's early level): judged against the level before the rise."""
@@ -484,6 +534,8 @@ def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -
         reward = ctx.features("reward_mean")
         if reward is not None and not _mean_still_moves(feat, reward, start, end, p["jitter_min"] * 0.5):
             continue  # every rollout earns the same reward: REWARD_STD_DEATH's picture
+        if reward is not None and _mostly_solved(reward, feat.step_at(start), int(feat.step_hi[end]), during):
+            continue  # an easy task the policy settled into within its first points: its normal state
         severity = "critical" if during >= p["level_critical"] else "warn"
         return make_finding(
             ctx, "DEGENERATE_GROUPS", Episode(start, end, severity, start), feat,
