@@ -207,3 +207,36 @@ def test_clipping_is_estimated_from_ratio_p95_when_clip_fraction_is_not_logged()
     assert finding.severity == "warn" and abs(finding.first_step - onset) <= 10
     assert finding.evidence["clip_fraction_source"] == "implied from ratio_p95"
     assert 0.3 < finding.evidence["clip_fraction_during"] < 0.6 and finding.evidence["clip_fraction_before"] < 0.02
+
+
+def test_an_advantage_collapse_inside_the_early_window_is_judged_against_the_level_before_it():
+    """adv_std holds ~0.9 for the first 10% of a 2,000-step run, then falls to ~0.027 while the
+    reward keeps its spread: the early window (5-20% of the run) is mostly after the fall, so
+    against it nothing moved; against the level it held before, it lost 97% of its scale."""
+    n = 2000
+    rng = np.random.default_rng(7)
+    adv = np.where(np.arange(n) < 200, 0.9, 0.027) * (1 + rng.normal(0, 0.05, n))
+    steps = pa.table({
+        "run_id": ["r"] * n, "step": np.arange(1, n + 1, dtype=np.int64), "adv_std": adv,
+        "reward_std": 0.33 + rng.normal(0, 0.02, n), "reward_mean": 0.45 + rng.normal(0, 0.05, n),
+        "zero_variance_group_frac": rng.binomial(16, 0.15, n) / 16,
+    })
+    (d,) = diagnose_tables(steps)
+    f = next((f for f in d.findings if f.signature_id == "ADV_COLLAPSE"), None)
+    assert f is not None and f.severity in ("warn", "critical") and 195 <= f.first_step <= 230
+    assert "the level it held before the fall" in f.explanation and "kept its variance" in f.explanation
+    assert 0.85 < f.evidence["adv_std_baseline"] < 0.95
+
+
+def test_advantages_that_fall_with_the_rewards_variance_are_not_an_advantage_collapse():
+    n = 2000
+    rng = np.random.default_rng(8)
+    low = np.arange(n) >= 200
+    steps = pa.table({
+        "run_id": ["r"] * n, "step": np.arange(1, n + 1, dtype=np.int64),
+        "adv_std": np.where(low, 0.03, 0.9) * (1 + rng.normal(0, 0.05, n)),
+        "reward_std": np.where(low, 0.012, 0.33) * (1 + rng.normal(0, 0.05, n)),
+        "reward_mean": 0.45 + rng.normal(0, 0.05, n),
+    })
+    (d,) = diagnose_tables(steps)
+    assert not [f for f in d.findings if f.signature_id == "ADV_COLLAPSE" and f.severity != "info"]

@@ -182,6 +182,16 @@ def test_a_truncation_episode_the_run_got_out_of_says_it_ended() -> None:
     assert "held" in f.explanation  # the reward did not fall: no "earn little or no reward"
 
 
+def test_a_mild_truncation_episode_the_run_got_out_of_is_a_note() -> None:
+    """2-5 of 16 completions cut for three updates early in a 32-update run, then none: it never
+    held at the critical share and is over; after the fact it is worth a note, not an alarm."""
+    trunc = np.zeros(32)
+    trunc[2], trunc[4:10] = 0.0625, [0.0625, 0.3125, 0.1875, 0.125, 0.0625, 0.0625]
+    f = findings(table(32, max_len_hit_frac=trunc, reward_mean=binary_mean(np.full(32, 0.25), 16, 3)))["TRUNCATION_STARVE"]
+    assert f.severity == "info" and f.ongoing is False and f.evidence["severity_while_it_held"] == "warn"
+    assert "the run recovered" in f.explanation
+
+
 def test_truncation_words_name_the_share_of_each_stretch() -> None:
     # 10-22% cut from step 145, then all of them from step 165 (the late truncation of a real run)
     n = 40

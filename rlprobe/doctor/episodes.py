@@ -267,3 +267,46 @@ def log_level_jumps(value: np.ndarray, ratio_min: float, z_min: float, sustain: 
         top = max(shift.after, shifts[last].after)
         out.append(LogJump(start, end, math.exp(before), math.exp(top), top - before, still_holds(cond, end, sustain)))
     return out
+
+
+@dataclass(frozen=True)
+class LevelFall:
+    """A fall of a positive series to a fraction of the level it held just before, still held."""
+
+    start: int  # first logged point of the fall's stretch (at least half-way down, in log)
+    end: int
+    before: float  # the level before the fall
+    after: float  # the level it fell to (the lowest of a fall in stages)
+
+
+def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int) -> list[LevelFall]:
+    """Falls of a positive series to ratio_max of the level just before them or lower, that
+    still hold at the last logged points.
+
+    The reading of log_level_jumps on the reciprocal (a fall by a factor k is a rise of 1/value
+    by k): levels cut by binary segmentation under the series' own point noise, z_min standard
+    errors, a fall in stages close together counted as one. For when a run's early window cannot
+    be the yardstick because the fall happened inside it. The level before must have been held
+    after the run's first 5% and for `sustain` points (a series may start high and settle during
+    warm-up), and a fall the run came back from is left out: these are states the run is in.
+    The level before is that of the segment just before the fall, or the median of all points
+    before it when lower: falling back from a spike of a few points to below the level the run
+    held before the spike is a fall from that level, not from the spike's top.
+    """
+    value = np.asarray(value, dtype=float)
+    n = len(value)
+    ok = np.isfinite(value) & (value > 0)
+    if ok.sum() < 8:
+        return []
+    inverse = np.where(ok, 1.0 / np.where(ok, value, 1.0), np.nan)
+    out = []
+    for jump in log_level_jumps(inverse, 1.0 / ratio_max, z_min, sustain):
+        if not jump.ongoing or jump.start < max(sustain, int(0.05 * n)):
+            continue
+        # the level the run held before, not the top of a spike it fell back from: the segment
+        # just before, or the median of everything before the fall if that is lower
+        before = min(1.0 / jump.before, float(np.median(value[:jump.start][ok[:jump.start]])))
+        after = 1.0 / jump.after
+        if after <= ratio_max * before:
+            out.append(LevelFall(jump.start, jump.end, before, after))
+    return out

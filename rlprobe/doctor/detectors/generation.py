@@ -88,7 +88,8 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     its first step to its last, with a reward that never moves, is starved from the start and
     critical: no rollout ends, so there is nothing to learn from. One that merely starts above
     frac_warn is how its first policy meets the cap, a warning. An episode that ended (the
-    share fell back below frac_warn) is at most a warning, and says when it ended.
+    share fell back below frac_warn) says when it ended, and is a warning if it held at
+    frac_critical, else info.
     """
     found = _truncation(ctx)
     if found is None:
@@ -181,8 +182,10 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
             severity = "warn"
             what += " It was so from the first steps: the cap is too short for the initial policy."
     if not ongoing:
+        # what is over is reported by what it was: a stretch that held at frac_critical is worth
+        # a warning after the fact; a milder one the run got out of by itself is a note
         evidence["severity_while_it_held"] = severity
-        severity = "warn" if severity == "critical" else severity
+        severity = "warn" if severity == "critical" else "info"
         what += f" It lasted to step {last_step}; the share has since fallen to {now:.0%}: the run recovered."
     len_max = ctx.features("completion_len_max")
     if len_max is not None and len(len_max):

@@ -12,12 +12,13 @@ import numpy as np
 from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
-    Episode, back_to_departure, baseline_end, confidence, find_episode, held_stretch, log_level_jumps, make_finding, still_holds, sustain_points,
+    Episode, back_to_departure, baseline_end, confidence, find_episode, held_stretch, level_falls, log_level_jumps, make_finding, still_holds,
+    sustain_points,
 )
 from rlprobe.doctor.findings import SEVERITY_ORDER, Finding, Severity
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import aligned, before_after, level_at_steps, usable
-from rlprobe.doctor.stats import mann_kendall, normal_sf, trailing_median
+from rlprobe.doctor.stats import mann_kendall, nanmedian, normal_sf, trailing_median
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,6 +128,50 @@ def _reward_variance_ratio(ctx: DetectorContext, steps: np.ndarray) -> tuple[np.
     return np.min(np.vstack(ratios), axis=0), used
 
 
+def _adv_fall(ctx: DetectorContext, feat: MetricFeatures, kept: np.ndarray, p: dict[str, Any]
+              ) -> tuple[Episode, float, float | None, list[str]] | None:
+    """A fall of adv_std to ratio_warn of the level just before it that the reward's variance
+    does not explain: (episode, level before, reward-variance ratio across the fall or None when
+    no such series is logged, the measures used), or None.
+
+    Batches in which every group is degenerate are left out of the series (`kept`): they have no
+    advantages at all, which is the rewards' doing. The reward's variance is compared over the
+    same stretches (its median before the fall and while it holds): a fall of the advantage
+    scale unexplained_factor times deeper than that one is the advantage computation's.
+    """
+    n = len(feat)
+    falls = level_falls(kept, p["ratio_warn"], 4.0, min(8, sustain_points(n, p["sustain_frac"], floor=3)))
+    if not falls:
+        return None
+    fall = falls[0]
+    first_step, last_step = feat.step_at(fall.start), int(feat.step_hi[fall.end])
+    ratios, used = [], []
+    for metric in ("group_reward_std_mean", "reward_std", "zero_variance_group_frac"):
+        other = ctx.features(metric)
+        if other is None or not len(other):
+            continue
+        v = np.asarray(other.value, dtype=float)
+        before = nanmedian(v[other.step < first_step])
+        during = nanmedian(v[(other.step >= first_step) & (other.step <= last_step)])
+        if not (np.isfinite(before) and np.isfinite(during)):
+            continue
+        if metric == "zero_variance_group_frac":
+            if before >= 0.999:
+                continue
+            ratios.append(math.sqrt(max(0.0, 1.0 - during) / (1.0 - before)))
+        elif before > 0:
+            ratios.append(max(during, 0.0) / before)
+        else:
+            continue
+        used.append(metric)
+    rv = min(ratios) if ratios else None
+    drop = fall.after / fall.before
+    if rv is not None and not drop * p["unexplained_factor"] < rv:
+        return None  # the rewards lost their variance too: DEGENERATE_GROUPS / REWARD_STD_DEATH
+    severity = "critical" if drop < p["ratio_critical"] and rv is not None else "warn"
+    return Episode(fall.start, fall.end, severity, fall.start), fall.before, rv, used
+
+
 @detects("ADV_COLLAPSE")
 def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Advantage magnitude collapses across the whole batch while rewards keep their variance.
@@ -158,6 +203,7 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     critical = np.zeros(n, dtype=bool)
     refine = None
     adv_ratio = None
+    adv_kept = np.asarray(feat.value, dtype=float)
     zero = aligned(ctx, "adv_zero_frac", feat.step)
     zvf = aligned(ctx, "zero_variance_group_frac", feat.step)
     if use_std:
@@ -171,6 +217,7 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             if share is not None:
                 empty |= np.nan_to_num(share, nan=0.0) >= 0.999
         empty &= np.asarray(feat.value, dtype=float) == 0.0
+        adv_kept = np.where(empty, np.nan, np.asarray(feat.value, dtype=float))
         if empty.any():
             kept = np.where(empty, np.nan, np.asarray(feat.value, dtype=float))
             adv_ratio = np.nan_to_num(trailing_median(kept) / feat.b_median, nan=1.0)
@@ -195,6 +242,19 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     if not verified:
         critical[:] = False  # without a reward-variance series the collapse cannot be told from a dead reward
     episode = find_episode(feat, warn, critical, sustain, refine_with=refine, not_before=baseline_end(n) // 2)
+    reference, yardstick = feat.b_median, "its early level"
+    if episode is None and use_std:
+        # The early window cannot be the yardstick when the advantage scale fell inside it (a
+        # fall in the first tenth of the run): then the fall is judged against the level it held
+        # just before, and the reward's variance across the same change.
+        fall = _adv_fall(ctx, feat, adv_kept, p)
+        if fall is None:
+            return None
+        episode, reference, rv_fall, explainers = fall
+        adv_ratio = np.asarray(feat.value, dtype=float) / reference
+        yardstick = "the level it held before the fall"
+        verified = rv_fall is not None
+        rv = np.full(n, rv_fall if rv_fall is not None else 1.0)
     if episode is None:
         return None
     first_step, last_step = episode.steps(feat)
@@ -202,8 +262,8 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     lowest = None
     if use_std:
         held = adv_ratio[episode.start : episode.end + 1]
-        lowest = float(np.min(held))
-        evidence.update(adv_std_baseline=feat.b_median, adv_std_during=level_at_steps(feat, first_step, last_step), lowest_adv_std_ratio=lowest)
+        lowest = float(np.min(held)) if yardstick == "its early level" else level_at_steps(feat, first_step, last_step) / reference
+        evidence.update(adv_std_baseline=reference, adv_std_during=level_at_steps(feat, first_step, last_step), lowest_adv_std_ratio=lowest)
     if zero is not None and zero_feat is not None:
         evidence.update(adv_zero_frac_before=zero_feat.b_median, adv_zero_frac_during=level_at_steps(zero_feat, first_step, last_step))
     if verified:
@@ -215,7 +275,7 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             evidence[f"{metric}_before"], evidence[f"{metric}_during"] = pair
     if lowest is not None:
         strength = p["ratio_warn"] / max(lowest, 1e-6) - 1.0
-        what = f"Advantage std fell to {lowest:.1%} of its early level"
+        what = f"Advantage std fell to {lowest:.1%} of {yardstick} ({reference:.3g} -> {evidence['adv_std_during']:.3g})"
     else:
         strength = (float(np.median(zero[episode.start : episode.end + 1])) - p["zero_frac_warn"]) / 0.1
         what = f"{evidence['adv_zero_frac_during']:.0%} of advantages are zero (early: {zero_feat.b_median:.0%})"

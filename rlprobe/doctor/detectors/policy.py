@@ -11,7 +11,9 @@ import numpy as np
 
 from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
-from rlprobe.doctor.episodes import Episode, baseline_end, confidence, find_episode, log_level_jumps, make_finding, sustain_points
+from rlprobe.doctor.episodes import (
+    Episode, baseline_end, confidence, find_episode, level_falls, log_level_jumps, make_finding, sustain_points,
+)
 from rlprobe.doctor.series import level_at_steps
 from rlprobe.doctor.findings import Finding
 from rlprobe.doctor.registry import detects
@@ -42,32 +44,6 @@ def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Ep
             continue  # a warm-up transient
         severity = "critical" if jump.rise >= math.log(p["ratio_critical"]) else "warn"
         return Episode(jump.start, jump.end, severity, jump.start), jump.before, jump.after, jump.ongoing
-    return None
-
-
-def _entropy_fall(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, float, float] | None:
-    """A fall of entropy's level to ratio_warn of the level just before it, held: (episode, the
-    level before, the lowest ratio to it while it held), or None.
-
-    The same reading of levels as a blow-up (episodes.log_level_jumps), on 1/entropy: a fall by
-    a factor k is a rise of the reciprocal by k. The level before must have held for a sustained
-    stretch after the run's first 5% (the warm-up, where entropy may start high and settle),
-    and the fall must still hold at the end of the run: a dip the policy came back from is not
-    a collapse of exploration.
-    """
-    n = len(feat)
-    value = np.asarray(feat.value, dtype=float)
-    ok = np.isfinite(value) & (value > 0)
-    if ok.sum() < 8:
-        return None
-    sustain = min(8, sustain_points(n, p["sustain_frac"], floor=3))
-    inverse = np.where(ok, 1.0 / np.where(ok, value, 1.0), np.nan)
-    for jump in log_level_jumps(inverse, 1.0 / p["ratio_warn"], -p["z_max"], sustain):
-        if not jump.ongoing or jump.start < max(sustain, int(0.05 * n)):
-            continue
-        before, after = 1.0 / jump.before, 1.0 / jump.after
-        severity = "critical" if after <= p["ratio_critical"] * before else "warn"
-        return Episode(jump.start, jump.end, severity, jump.start), before, after / before
     return None
 
 
@@ -123,10 +99,12 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         # The early window cannot be the yardstick when entropy fell inside it (a collapse in the
         # first tenth of a long run, or within the first few points of a short log): then the
         # fall is judged against the level entropy held just before it, as for a blow-up.
-        fall = _entropy_fall(feat, p)
-        if fall is None:
+        falls = level_falls(feat.value, p["ratio_warn"], -p["z_max"], min(8, sustain_points(len(feat), p["sustain_frac"], floor=3)))
+        if not falls:
             return None
-        episode, reference, lowest = fall
+        fall = falls[0]
+        severity = "critical" if fall.after <= p["ratio_critical"] * fall.before else "warn"
+        episode, reference, lowest = Episode(fall.start, fall.end, severity, fall.start), fall.before, fall.after / fall.before
         yardstick, fall_path = "the level it held before the fall", True
     evidence: dict[str, Any] = {
         "entropy_baseline": reference,
