@@ -140,7 +140,7 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
         try:
             while True:
                 if followed is not None:
-                    followed.sync()
+                    _sync(followed, followed.sync, watcher, worst)
                 look()
                 if max_ticks is not None and watcher.ticks >= max_ticks:
                     if str(watcher.status).startswith("waiting") or state["status"] == "waiting for source":
@@ -151,7 +151,8 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
             _note("interrupted")
         finally:
             if followed is not None:
-                followed.close()  # the step held back (its values may have been incomplete) is written now
+                # the step held back (its values may have been incomplete) is written now
+                _sync(followed, followed.close, watcher, worst)
                 if followed.steps:
                     look()
                 if into:
@@ -170,6 +171,18 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
         raise RecordingNotFound(f"{run} never appeared in {max_ticks} look{'s' if max_ticks != 1 else ''} "
                                 f"({poll_s:g} s apart): check the path, or give --max-ticks more time")
     sys.exit(1 if state["critical"] else 0)
+
+
+def _sync(followed: Any, feed: Any, watcher: Any, worst: dict[str, str]) -> None:
+    """Feed the live recording what the source added (sync or close); when that renumbered its
+    steps, say so and report the findings again (the steps they named came from a replaced rule)."""
+    renumbered = followed.renumbered
+    feed()
+    if followed.renumbered != renumbered:
+        _note(f"step numbers revised, {followed.steps} steps rewritten: {followed.follower.step_rule}"
+              + ("; findings so far are reported again with the new numbers" if worst else ""))
+        watcher.reported.clear()
+        worst.clear()
 
 
 def _heartbeat(status: str, watcher: Any, worst: dict[str, str], run: str) -> str:
