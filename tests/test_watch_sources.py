@@ -272,7 +272,7 @@ def test_a_real_log_followed_as_it_grows_ends_with_the_steps_of_its_import(tmp_p
 
 
 def test_watch_says_when_steps_are_renumbered_and_reports_its_findings_again(tmp_path: Path, capsys: Any) -> None:
-    from rlprobe.cli.watch import _sync
+    from rlprobe.cli.watch import _sync, _Target
 
     lines = buffered_trainer_log(every=5, total=100, block=4)
     first_dict = next(i for i, line in enumerate(lines) if line.startswith("{"))
@@ -280,17 +280,70 @@ def test_watch_says_when_steps_are_renumbered_and_reports_its_findings_again(tmp
     log.write_text("\n".join(lines[:first_dict + 1]) + "\n")  # one entry, the bar at 25: N <= 25
     recording = FollowedRecording(SourceFollower(log, "console"), tmp_path / "rec")
     watcher = RunWatcher(tmp_path / "rec")
+    target = _Target(None, watcher, recording)
     try:
-        worst = {"TRUNCATION_STARVE": "warn"}
-        _sync(recording, recording.sync, watcher, worst)
-        watcher.reported["TRUNCATION_STARVE"] = "warn"  # as if printed with step 25
+        _sync(target, recording.sync)
+        watcher.reported["TRUNCATION_STARVE"] = target.worst["TRUNCATION_STARVE"] = "warn"  # as if printed at step 25
         assert recording.renumbered == 0 and "revised" not in capsys.readouterr().err
         with open(log, "a") as fh:
             fh.write("\n".join(lines[first_dict + 1:first_dict + 4]) + "\n")  # three more: N <= 25 // 4 = 6
-        _sync(recording, recording.sync, watcher, worst)
+        _sync(target, recording.sync)
         err = capsys.readouterr().err
         assert recording.renumbered == 1 and "step numbers revised, 4 steps rewritten" in err
-        assert "reported again" in err and watcher.reported == {} and worst == {}
+        assert "reported again" in err and watcher.reported == {} and target.worst == {}
     finally:
         watcher.close()
         recording.close()
+
+
+# -- a TensorBoard logdir holding several runs: each is watched ------------------------------------------------
+
+def write_tb_steps(folder: Path, dicts: list[dict[str, Any]]) -> None:
+    """One event per step with every scalar of the step (torch's SummaryWriter.add_scalars would write the same values)."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(folder))
+    for row in dicts:
+        values = [summary_pb2.Summary.Value(tag=f"train/{k}", simple_value=float(v)) for k, v in row.items()
+                  if k != "step" and isinstance(v, (int, float))]
+        writer.add_event(event_pb2.Event(step=int(row["step"]), summary=summary_pb2.Summary(value=values)))
+    writer.close()
+
+
+def test_watch_on_a_tensorboard_logdir_watches_each_run(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    write_tb_steps(logs / "grpo-collapse", synth_dicts(tmp_path / "a", "ENTROPY_COLLAPSE", n_steps=200))
+    write_tb_steps(logs / "sweep" / "grpo-ok", synth_dicts(tmp_path / "b", "healthy", n_steps=200))
+
+    watch = invoke("watch", logs, "--max-ticks", 1, "--poll", 0, "--json", "--into", tmp_path / "kept")
+    assert watch.exit_code == 1, watch.output
+    assert "following 2 runs of the logdir" in watch.stderr and "grpo-collapse, sweep/grpo-ok" in watch.stderr
+    watched = {(f["run"], f["signature_id"], f["first_step"]) for f in map(json.loads, watch.stdout.splitlines())}
+    for name in ("grpo-collapse", "sweep/grpo-ok"):  # each run: what doctor says of it alone
+        doctor = json.loads(invoke("doctor", logs / name, "--json").stdout)
+        assert {(n, s, f) for n, s, f in watched if n == name} == {
+            (name, f["signature_id"], f["first_step"]) for f in doctor["findings"]}
+    assert any(s == "ENTROPY_COLLAPSE" for _, s, _ in watched)
+    assert len(steps_of(tmp_path / "kept" / "grpo-collapse")) == len(steps_of(tmp_path / "kept" / "sweep" / "grpo-ok")) == 200
+
+    text = invoke("watch", logs, "--max-ticks", 1, "--poll", 0)
+    assert "ENTROPY_COLLAPSE" in text.stdout and "in grpo-collapse" in text.stdout
+
+
+def test_a_run_started_in_a_watched_logdir_joins(tmp_path: Path) -> None:
+    from rlprobe.cli.watch import _Followed
+
+    logs = tmp_path / "logs"
+    rows = [{"step": s, "reward": 0.1} for s in range(1, 4)]
+    write_tb_steps(logs / "first", rows)
+    followed = _Followed(logs, "tensorboard", None, tmp_path / "kept", logdir=True)
+    try:
+        assert [name for name, _ in followed.discover()] == ["first"]
+        assert followed.discover() == []
+        write_tb_steps(logs / "second", rows)  # the trainer started another run
+        [(name, recording)] = followed.discover()
+        assert name == "second" and recording.run_dir == tmp_path / "kept" / "second"
+    finally:
+        followed.close()
