@@ -53,6 +53,7 @@ class Parsed:
     bad_lines: list[int] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> entries left out
     notes: list[str] = field(default_factory=list)
+    torn: list[dict[str, Any]] = field(default_factory=list)  # files read up to a tail that is not a whole record
 
     def skip(self, reason: str, n: int = 1) -> None:
         """Count an entry left out of the import, by reason."""
@@ -64,6 +65,7 @@ class Parsed:
         self.samples += other.samples
         self.bad_lines += other.bad_lines
         self.notes += other.notes
+        self.torn += other.torn
         for reason, n in other.skipped.items():
             self.skip(reason, n)
 
