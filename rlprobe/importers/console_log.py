@@ -189,7 +189,8 @@ class StepEvidence:
             while following is not None and following < match.start():
                 self._entry()
                 following = next(offsets, None)
-            before = text[max(0, match.start() - 8): match.start()].rstrip()
+            # The bar's own description, on its own line (a chunk read alone starts at a line)
+            before = re.split(r"[\r\n]", text[max(0, match.start() - 8): match.start()])[-1].rstrip()
             if before.endswith(":"):  # "Loading checkpoint shards: 100%|...": some other bar
                 continue
             count, total = int(match.group(1)), int(match.group(2))
