@@ -114,11 +114,22 @@ FIELD_KEYS: dict[str, str] = {
     "response_length/clip_ratio": "max_len_hit_frac",
     "response_clip_ratio": "max_len_hit_frac",  # OpenRLHF
     "truncated_rate": "max_len_hit_frac",
-    # -- throughput --------------------------------------------------------------------------
-    "step_time": "step_time_s",
-    "timing_s/step": "step_time_s",  # verl
-    "timing_s/gen": "generation_time_s",
-    "timing_s/update_actor": "optimization_time_s",
+    # -- throughput (seconds) ----------------------------------------------------------------
+    "step_time": "step_time_s",  # TRL >= 0.20
+    "timing_s/step": "step_time_s",  # verl: the whole step
+    "timing/step": "step_time_s",  # SkyRL
+    "perf/step_time": "step_time_s",  # slime: waiting for the rollout plus training
+    # Generation, or the rollout phase that holds it (where a trainer times the reward with it)
+    "timing_s/gen": "generation_time_s",  # verl
+    "timing/generate": "generation_time_s",  # SkyRL
+    "perf/rollout_time": "generation_time_s",  # slime
+    "rollout_time": "generation_time_s",
+    "time/rollout": "generation_time_s",  # ROLL, home-grown loops
+    "t_rollout": "generation_time_s",  # home-grown loops (time.time() differences)
+    "timing_s/update_actor": "optimization_time_s",  # verl
+    "timing/policy_train": "optimization_time_s",  # SkyRL
+    "perf/train_time": "optimization_time_s",  # slime
+    "t_train": "optimization_time_s",  # home-grown loops, beside t_rollout
     # -- train/inference mismatch: mean |trainer logprob - sampler logprob| of sampled tokens --
     "sampling/sampling_logp_difference/mean": "logprob_mismatch",  # TRL with vLLM
     "mismatch/mismatch_logprob_abs_diff": "logprob_mismatch",  # verl and XTuner rollout IS
@@ -222,6 +233,8 @@ KNOWN_EXTRAS: dict[str, str] = {
     "efficient_attn_ratio": "XTuner: packing efficiency",
     "optimizer_steps": "XTuner: optimizer steps in the rollout's update",
     "skipped_optimizer_steps": "XTuner: optimizer steps skipped because the grad norm exceeded its threshold",
+    "seq_len_mean": "a mean sequence length: prompt and completion in most trainers (verl's global_seqlen, slime's "
+                    "seq_lens), the completion alone in some loops; completion_len_mean needs the completion alone",
     "batch_size": "samples in the step's batch",
     "episode": "TRL PPO: samples seen so far",
     "epoch": "the Trainer's epoch counter",
@@ -289,6 +302,7 @@ class MappedMetrics:
     skipped: list[str] = field(default_factory=list)  # keys whose value is not a number
     shadowed: list[str] = field(default_factory=list)  # keys of a field a preferred key set: extra
     derived: list[str] = field(default_factory=list)  # fields computed from other keys
+    keys: tuple[str, ...] = ()  # the dict's keys as logged (shared by every dict with the same keys)
 
     def step_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for StepRecord / Recorder.log_step (without `step`)."""
@@ -371,7 +385,7 @@ def map_metrics(metrics: Mapping[str, Any]) -> MappedMetrics:
         fields[target] = transform(values[i])
     out = MappedMetrics(None, fields, dict(zip(plan.component_names, plan.pick_components(values))),
                         dict(zip(plan.extra_names, plan.pick_extra(values))), list(plan.unmapped), [],
-                        list(plan.shadowed), [])
+                        list(plan.shadowed), [], plan.keys)
     if plan.step_index is not None:
         out.step = int(values[plan.step_index])
     if plan.pairs:
@@ -411,6 +425,7 @@ class _Plan:
     shadowed: tuple[str, ...]
     step_index: int | None
     pairs: tuple[int, ...]
+    keys: tuple[str, ...]
 
 
 # Trainers log the same keys every step: one plan per distinct key tuple (bounded like _RESOLVED).
@@ -435,6 +450,7 @@ def _plan(keys: tuple[str, ...]) -> _Plan:
         shadowed=tuple(mapped.shadowed),
         step_index=index[mapped.step_key] if mapped.step_key is not None else None,
         pairs=tuple(index[k] for k in keys if k in _PAIR_INPUTS),
+        keys=keys,
     )
     if len(_PLANS) >= _CACHE_SIZE:
         _PLANS.clear()
@@ -502,7 +518,8 @@ def _map_slowly(metrics: Mapping[str, Any], indices: bool = False) -> Any:
     if pair_values:
         _derive_pairs(out, pair_values)
     return MappedMetrics(step=out.step, fields=out.fields, components=out.components, extra=out.extra,
-                         unmapped=out.unmapped, skipped=out.skipped, shadowed=out.shadowed, derived=out.derived)
+                         unmapped=out.unmapped, skipped=out.skipped, shadowed=out.shadowed, derived=out.derived,
+                         keys=tuple(metrics))
 
 
 def _derive_pairs(out: MappedMetrics, values: Mapping[str, float]) -> None:
@@ -546,8 +563,24 @@ def _logged(entry: MappedMetrics, key: str) -> float | None:
     return value
 
 
-def infer_algorithm(fields: Iterable[str]) -> tuple[str | None, str]:
-    """The algorithm a run's logged fields name, and why: a value function means PPO, group statistics GRPO."""
+def _bare_key(key: str) -> str:
+    return next((key[len(p):] for p in NAMESPACES if key.startswith(p)), key)
+
+
+def is_trl_grpo_key_set(keys: Iterable[str]) -> bool:
+    """True for the keys TRL's GRPOTrainer logs at every step, in every version: `reward`, `reward_std`
+    and a mean per reward function (`rewards/<f>`, `rewards/<f>/mean` from 0.17).
+
+    TRL's PPO and its old RLOO log objective/scores instead, its DPO-style trainers rewards/chosen
+    without reward_std; its new RLOO logs the same keys as GRPO (a sibling: group baselines).
+    """
+    bare = {_bare_key(k) for k in keys}
+    return {"reward", "reward_std"} <= bare and any(_COMPONENT.match(k) for k in bare)
+
+
+def infer_algorithm(fields: Iterable[str], keys: Iterable[str] = ()) -> tuple[str | None, str]:
+    """The algorithm a run's logged fields (and keys) name, and why: a value function means PPO, group
+    statistics or TRL's GRPO key set GRPO."""
     names = set(fields)
     value = [f for f in _VALUE_FIELDS if f in names]
     if value:
@@ -555,7 +588,59 @@ def infer_algorithm(fields: Iterable[str]) -> tuple[str | None, str]:
     group = [f for f in _GROUP_FIELDS if f in names]
     if group:
         return "grpo", f"group-relative reward statistics are logged ({', '.join(group)}): GRPO or a sibling (RLOO, DAPO)"
+    if is_trl_grpo_key_set(keys):
+        return "grpo", ("TRL GRPOTrainer's keys are logged (reward, reward_std, rewards/<f> per reward function) and no "
+                        "value function: GRPO or a sibling (TRL's RLOO logs the same)")
     return None, ""
+
+
+# The sample std (torch.std, Bessel-corrected: what TRL's GRPOTrainer computes per group) of a
+# group of G rewards in {0, 1} that holds both outcomes. With G = 2 or 3 every mixed group has
+# this same std (1 success of 2; 1 or 2 of 3), and a degenerate group has 0; from G = 4 on, mixed
+# groups differ (1 of 4: 0.5, 2 of 4: 0.577), so a mean std no longer counts them.
+MIXED_GROUP_STD: dict[int, float] = {2: math.sqrt(1 / 2), 3: math.sqrt(1 / 3)}
+
+
+def derive_degenerate_groups(entries: Sequence[MappedMetrics], group_size: int | None, binary_rewards: bool) -> list[str]:
+    """zero_variance_group_frac from TRL's reward_std, where that is exact; one note on what was done.
+
+    TRL's GRPOTrainer logs reward_std as the mean over groups of each group's sample std. With
+    rewards in {0, 1} (binary_rewards: the user says so; a log cannot show it) and groups of
+    G = 2 or 3 (group_size), a group's std is 0 when degenerate and MIXED_GROUP_STD[G] when mixed,
+    so the mean std is MIXED_GROUP_STD[G] times the share of mixed groups, and
+    zero_variance_group_frac = 1 - reward_std / MIXED_GROUP_STD[G] at each step. A mean over
+    several batches (a logging interval) stays exact: the share is linear in the std.
+
+    Applied only when the field is not logged, the run carries TRL's GRPO key set (so reward_std
+    is that mean of group sample stds) and every step's reward_std is one groups of G binary
+    rewards can give (at most MIXED_GROUP_STD[G]) with a mean reward in [0, 1].
+    """
+    if group_size is None or not binary_rewards or not entries:
+        return []
+    if any("zero_variance_group_frac" in e.fields for e in entries):
+        return []
+    keys = {k for keyset in {id(e.keys): e.keys for e in entries}.values() for k in keyset}
+    if not is_trl_grpo_key_set(keys):
+        return ["zero_variance_group_frac not derived from --group-size and --binary-rewards: reward_std is not "
+                "TRL GRPOTrainer's (its keys reward, reward_std and rewards/<f> are not all logged), so whether it is "
+                "a mean of group stds, and which std, is unknown"]
+    mixed = MIXED_GROUP_STD.get(group_size)
+    if mixed is None:
+        return [f"zero_variance_group_frac not derived: in groups of {group_size} binary rewards the mixed groups' stds "
+                "differ (from 4 on: 1 success of 4 gives 0.5, 2 of 4 give 0.577), so a mean std does not count them"]
+    carriers = [e for e in entries if "reward_std" in e.fields]
+    worst = max((e.fields["reward_std"] for e in carriers), default=0.0)
+    means = [e.fields["reward_mean"] for e in carriers if "reward_mean" in e.fields]
+    if not carriers or not all(math.isfinite(e.fields["reward_std"]) for e in carriers) or worst > mixed * (1 + 1e-6) \
+            or any(not 0.0 <= m <= 1.0 for m in means):
+        return [f"zero_variance_group_frac not derived: reward_std (up to {worst:.4g}) or the mean reward is not one that "
+                f"groups of {group_size} binary rewards can give (a group's std is 0 or {mixed:.4f}, the reward in [0, 1])"]
+    for e in carriers:
+        e.fields["zero_variance_group_frac"] = max(0.0, 1.0 - e.fields["reward_std"] / mixed)
+        e.derived.append("zero_variance_group_frac")
+    return [f"zero_variance_group_frac = 1 - reward_std / {mixed:.4f} at all {len(carriers)} steps: rewards in {{0, 1}} in "
+            f"groups of {group_size}, where a group's sample std is 0 (degenerate) or {mixed:.4f} (mixed), and TRL's "
+            "reward_std is their mean over groups"]
 
 
 def _component_of(key: str) -> str | None:

@@ -48,12 +48,12 @@ def readme_points() -> dict[str, dict[str, int | None]]:
 POINTS = readme_points() if README.exists() else {}
 
 # Keys of the corpus rlprobe neither maps nor knows (keymap.KNOWN_EXTRAS): each stays an extra,
-# listed by the import. All come from one home-grown loop (tonywang1990/gsm8k-grpo).
+# listed by the import. Both come from one home-grown loop (tonywang1990/gsm8k-grpo), whose
+# seq_len_mean is a known extra (prompt counted or not is a trainer's choice) and whose
+# t_rollout / t_train are the generation and optimization seconds.
 UNKNOWN_KEYS = {
     "log_ratio_abs_mean",  # |log pi/pi_old|: how far the update moved, no field
     "asst_token_ratio",  # share of assistant tokens in the sequence
-    "seq_len_mean",  # the loop does not say whether the prompt is counted: not completion_len_mean
-    "t_rollout", "t_train",  # timings whose unit the file does not give
 }
 
 
@@ -106,5 +106,10 @@ def test_the_doctor_inputs_the_logs_carry_are_fields(reports: dict[str, tuple[Im
     countdown = reports["grpo_custom_sft_countdown_500step_slowlearn.jsonl"][0]
     assert {"max_len_hit_frac", "completion_len_mean", "zero_variance_group_frac", "group_reward_std_mean"} <= set(countdown.fields)
     assert countdown.components == ["accuracy", "format_rate"]
+    loop = reports["grpo_qwen3_1p7b_gsm8k_baseline_learning.json"][0]
+    assert {"generation_time_s", "optimization_time_s"} <= set(loop.fields) and "seq_len_mean" in loop.known_extra
+    # TRL GRPO runs that log no group statistics (older TRL; a trainer_state without frac_reward_zero_std)
+    for name in ("grpo_qwen35_9b_gsm8k_bandit_s45_klspike.log", "grpo_trl_qwen25coder_spider_text2sql_flat.json"):
+        assert reports[name][0].algorithm == "grpo" and "TRL GRPOTrainer" in reports[name][0].algorithm_rule
     xtuner = reports["grpo_xtuner_qwen25_7b_32k_math_latecollapse.txt"][0]
     assert {"reward_mean", "entropy_mean", "grad_norm", "completion_len_mean", "logprob_mismatch"} <= set(xtuner.fields)

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 import rlprobe
+from rlprobe.cli import cli
 from rlprobe.errors import SourceUnreadable
 from rlprobe.importers import detect, import_source
 
@@ -207,3 +209,19 @@ def test_an_xtuner_log_with_no_rollout_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SourceUnreadable, match="no metric dicts found as xtuner"):
         import_source(source, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_degenerate_groups_of_two_binary_rewards_from_an_older_trl_log(tmp_path: Path) -> None:
+    """TRL < 0.18 logs no frac_reward_zero_std; told the groups hold 2 binary rewards, the import derives it."""
+    stds = [0.0, 0.7071067811865476 / 4, 0.7071067811865476 / 2, 0.7071067811865476]  # 0, 1, 2, 4 mixed groups of 4
+    source = tmp_path / "train.log"
+    source.write_text("logging_steps=1\n" + "\n".join(
+        repr({"loss": 0.01, "reward": 0.5, "reward_std": s, "rewards/correct": 0.5, "completion_length": 100.0, "kl": 0.01})
+        for s in stds) + "\n")
+    result = CliRunner().invoke(cli, ["import", str(source), str(tmp_path / "run"), "--group-size", "2", "--binary-rewards", "--json"])
+    report = json.loads(result.stdout)
+    assert report["derived"] == ["zero_variance_group_frac"] and report["algorithm"] == "grpo"
+    assert [r["zero_variance_group_frac"] for r in steps_of(tmp_path / "run", "zero_variance_group_frac")] == \
+        pytest.approx([1.0, 0.75, 0.5, 0.0])
+    plain = import_source(source, tmp_path / "plain")  # not told: nothing derived
+    assert plain.derived == [] and "zero_variance_group_frac" not in plain.fields

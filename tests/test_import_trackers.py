@@ -340,3 +340,34 @@ def test_a_runs_root_is_read_as_is_not_imported(tmp_path: Path) -> None:
     assert not is_importable(tmp_path / "root") and not is_importable(tmp_path / "root" / "a")
     with as_recording(tmp_path / "root") as rec:
         assert rec.report is None and rec.path == tmp_path / "root"
+
+
+def test_a_torn_event_file_imports_what_is_whole_and_says_what_is_not(tmp_path: Path) -> None:
+    """The last record cut mid-write (a live writer's, or a truncated copy): the rest imports, and the import says so."""
+    pytest.importorskip("tensorboard")
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    writer = torch_tb.SummaryWriter(str(tmp_path / "tb"))
+    for step in range(1, 21):  # what HF's TensorBoardCallback writes: one scalar event per tag
+        writer.add_scalar("train/reward", 0.05 * step, step)
+        writer.add_scalar("train/kl", 0.001 * step, step)
+    writer.close()
+    [events] = list((tmp_path / "tb").iterdir())
+    whole = events.read_bytes()
+    events.write_bytes(whole[:-7])  # the last record (step 20's kl) loses its last 7 bytes
+
+    result = invoke("import", tmp_path / "tb", tmp_path / "rec")
+    assert result.exit_code == 0
+    [line] = [line for line in result.output.splitlines() if line.startswith("  torn: ")]
+    record = json.loads(invoke("import", tmp_path / "tb", tmp_path / "rec2", "--json").stdout)["torn"]
+    [torn] = record
+    assert torn["file"] == str(events) and torn["cut"] is True and torn["records"] == 40  # the file header + 39 scalars
+    assert str(events) in line and f"its last {torn['tail_bytes']} bytes are not a whole record" in line
+    assert 0 < torn["tail_bytes"] < 64 and "cut mid-record" in line
+    assert steps_of(tmp_path / "rec", "step, kl_mean")[-1] == {"step": 20, "kl_mean": None}  # step 20's reward is in
+    assert "(torn: " in invoke("doctor", tmp_path / "tb").stderr
+
+    corrupt = bytearray(whole)
+    corrupt[len(whole) // 2] ^= 0xFF  # a record in the middle fails its checksum: the rest of the file is not read
+    events.write_bytes(bytes(corrupt))
+    [torn] = json.loads(invoke("import", tmp_path / "tb", tmp_path / "rec3", "--json").stdout)["torn"]
+    assert torn["cut"] is False and torn["tail_bytes"] > 100 and torn["records"] < 40

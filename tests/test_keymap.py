@@ -153,6 +153,62 @@ def test_algorithm_from_the_key_set() -> None:
     assert infer_algorithm(fields({"reward": 0.5, "loss": 0.1})) == (None, "")
 
 
+def test_timing_keys_of_several_trainers() -> None:
+    timings = {"timing_s/gen": "generation_time_s", "timing/generate": "generation_time_s", "perf/rollout_time": "generation_time_s",
+               "rollout_time": "generation_time_s", "time/rollout": "generation_time_s", "t_rollout": "generation_time_s",
+               "timing/step": "step_time_s", "perf/step_time": "step_time_s", "t_train": "optimization_time_s",
+               "timing/policy_train": "optimization_time_s", "perf/train_time": "optimization_time_s"}
+    for key, target in timings.items():
+        assert map_metrics({key: 2.5}).fields == {target: 2.5}, key
+    # tonywang1990/gsm8k-grpo: per-step rollout and training seconds; seq_len_mean stays an extra, and says why
+    mapped = map_metrics({"step": 1, "reward_mean": 0.1, "seq_len_mean": 253.0, "t_rollout": 2.54, "t_train": 5.25})
+    assert mapped.fields == {"reward_mean": 0.1, "generation_time_s": 2.54, "optimization_time_s": 5.25}
+    assert mapped.extra == {"seq_len_mean": 253.0} and "prompt and completion" in keymap.why_extra("seq_len_mean")
+
+
+def test_trl_grpo_key_sets_mean_grpo() -> None:
+    older = {"loss": 0.0, "grad_norm": 0.1, "learning_rate": 1e-6, "completion_length": 230.0, "kl": 0.05,
+             "reward": 0.4, "reward_std": 0.3, "rewards/reward_fn": 0.4, "epoch": 0.1}  # TRL < 0.17, no frac_reward_zero_std
+    newer = {"reward": 0.4, "reward_std": 0.2, "rewards/reward_func/mean": 0.4, "rewards/reward_func/std": 0.45, "kl": 0.001,
+             "completions/mean_length": 400.0, "clip_ratio/region_mean": 0.0}  # a TRL trainer_state's log_history
+    for logged in (older, newer, {f"train/{k}": v for k, v in older.items()}):
+        mapped = map_metrics(logged)
+        algorithm, why = infer_algorithm(mapped.fields, mapped.keys)
+        assert algorithm == "grpo" and "TRL GRPOTrainer" in why
+    dpo = map_metrics({"rewards/chosen": 1.0, "rewards/rejected": -1.0, "reward": 0.0})  # no reward_std: not GRPO
+    assert infer_algorithm(dpo.fields, dpo.keys) == (None, "")
+    ppo = map_metrics({**older, "loss/value_avg": 3.0})  # a value loss decides
+    assert infer_algorithm(ppo.fields, ppo.keys)[0] == "ppo"
+
+
+def trl_steps(stds: list[float], **extra: float) -> list[keymap.MappedMetrics]:
+    return [map_metrics({"reward": 0.5, "reward_std": s, "rewards/correct": 0.5, **extra}) for s in stds]
+
+
+@pytest.mark.parametrize("group_size, mixed_std", [(2, math.sqrt(0.5)), (3, math.sqrt(1 / 3))])
+def test_degenerate_groups_from_trl_reward_std_in_groups_of_two_or_three(group_size: int, mixed_std: float) -> None:
+    # 8 groups, k of them mixed: TRL logs the mean of the groups' sample stds, k/8 of a mixed group's std.
+    steps = trl_steps([k / 8 * mixed_std for k in (0, 2, 5, 8)])
+    notes = keymap.derive_degenerate_groups(steps, group_size, binary_rewards=True)
+    assert [e.fields["zero_variance_group_frac"] for e in steps] == pytest.approx([1.0, 0.75, 0.375, 0.0])
+    assert all("zero_variance_group_frac" in e.derived for e in steps) and f"groups of {group_size}" in notes[0]
+
+
+def test_degenerate_groups_are_not_derived_where_that_is_not_exact() -> None:
+    def refused(steps: list[keymap.MappedMetrics], group_size: int | None, binary: bool = True) -> str:
+        notes = keymap.derive_degenerate_groups(steps, group_size, binary)
+        assert not any("zero_variance_group_frac" in e.fields for e in steps)
+        return notes[0] if notes else ""
+
+    assert refused(trl_steps([0.3]), None) == "" and refused(trl_steps([0.3]), 2, binary=False) == ""  # not told
+    assert "mixed groups' stds differ" in refused(trl_steps([0.3]), 4)  # 1 of 4 and 2 of 4 succeed: 0.5 vs 0.577
+    assert "not one that" in refused(trl_steps([0.3, 0.8]), 2)  # above 1/sqrt(2): the rewards are not binary
+    loop = [map_metrics({"reward_mean": 0.5, "reward_std": 0.3, "accuracy": 0.5})]  # a loop's reward_std: the batch's?
+    assert "not TRL GRPOTrainer's" in refused(loop, 2)
+    logged = trl_steps([0.3], frac_reward_zero_std=0.25)  # TRL >= 0.18 logs the share: it is kept
+    assert keymap.derive_degenerate_groups(logged, 2, True) == [] and logged[0].fields["zero_variance_group_frac"] == 0.25
+
+
 @pytest.mark.parametrize("logged", [
     {"reward": 0.5, "objective/entropy": 25.9, "policy/entropy_avg": 0.34, "step": 3, "my": 1.0},
     {"policy/entropy_avg": 0.34, "objective/entropy": 25.9, "entropy_loss": -1.0, "truncated_count": 2, "rollout_count": 8},

@@ -152,3 +152,198 @@ def test_a_watcher_on_a_followed_source_sees_each_new_step(tmp_path: Path) -> No
     finally:
         watcher.close()
         recording.close()
+
+
+# -- a console log that never prints logging_steps: the same numbers as an import of the same text ----------
+
+def _bar(n: int, total: int) -> str:
+    return f"  {100 * n // total:>3}%|#         | {n}/{total} [00:{n % 60:02d}<00:10,  1.20s/it]"
+
+
+def _trainer_dict(step: int) -> str:
+    return "{'loss': 0.01, 'reward': %s, 'completions/clipped_ratio': %s, 'epoch': 0.01}" % (
+        round(0.9 - step / 400, 4), 1.0 if step > 60 else 0.0)
+
+
+def buffered_trainer_log(every: int, total: int, block: int) -> list[str]:
+    """A Trainer's stdout and stderr as the file receives them: the bar (stderr) at every step, the dicts
+    (stdout, buffered) `block` at a time when the buffer fills, the rest and the totals at exit."""
+    lines = ["***** Running training *****", f"  Total optimization steps = {total}"]
+    held: list[str] = []
+    for step in range(1, total + 1):
+        lines.append(_bar(step, total))
+        if step % every == 0:
+            held.append(_trainer_dict(step))
+            if len(held) > block:
+                lines += held[:block]
+                held = held[block:]
+    return lines + held + [
+        "{'train_runtime': 900.0, 'train_samples_per_second': 1.0, 'train_steps_per_second': 0.1, 'train_loss': 0.01}"]
+
+
+def imported_steps(text: str, tmp_path: Path) -> dict[int, int]:
+    """line -> step, as `rlprobe import` numbers the entries of this text."""
+    from rlprobe.importers import console_log
+
+    prefix = tmp_path / "prefix.log"
+    prefix.write_text(text)
+    return {e.line: e.step for e in console_log.parse(prefix).entries}
+
+
+def handed_out(follower: SourceFollower) -> dict[int, int]:
+    """line -> step of every entry the follower handed out so far (a renumbering replaces them all)."""
+    seen: dict[int, int] = {}
+    poll = follower.poll
+
+    def spy() -> list[Any]:
+        out = poll()
+        if follower.renumbered:
+            seen.clear()
+        seen.update({e.line: e.step for e in out})
+        return out
+
+    follower.poll = spy  # type: ignore[method-assign]
+    return seen
+
+
+def test_a_live_log_without_logging_steps_is_numbered_as_an_import_of_what_was_read(tmp_path: Path) -> None:
+    """Each look numbers what it read as an import of that text would; a renumbering rewrites the recording."""
+    lines = buffered_trainer_log(every=5, total=100, block=4)
+    log = tmp_path / "train.log"
+    log.write_text("")
+    follower = SourceFollower(log, "console")
+    seen = handed_out(follower)
+    recording = FollowedRecording(follower, tmp_path / "rec")
+    watcher = RunWatcher(tmp_path / "rec")
+    firsts: list[int] = []  # the first entry's step, each time it changed
+    try:
+        for n in range(1, len(lines) + 1):  # a line at a time: the most a follower can be asked to renumber
+            with open(log, "a") as fh:
+                fh.write(lines[n - 1] + "\n")
+            recording.sync()
+            assert seen == imported_steps("\n".join(lines[:n]) + "\n", tmp_path)
+            if seen and (not firsts or firsts[-1] != min(seen.values())):
+                firsts.append(min(seen.values()))
+            if follower.renumbered or n in (60, 120):  # the recording and its watcher: no step twice, none lost
+                assert [r["step"] for r in steps_of(tmp_path / "rec")] == sorted(seen.values())
+                watcher.tick()
+                assert watcher.steps == len(seen) and watcher.last_step == max(seen.values())
+        # While the run goes, each entry can only lower N (the progress bar's bound), down to the true 5.
+        assert firsts == sorted(firsts, reverse=True) and firsts[-1] == 5 and recording.renumbered == len(firsts) - 1
+        events = [json.loads(e) for e in (tmp_path / "rec" / "events.jsonl").read_text().splitlines()]
+        assert "by its progress bar" in [e for e in events if e["kind"] == "steps_renumbered"][-1]["message"]
+    finally:
+        watcher.close()
+        recording.close()
+    assert [r["step"] for r in steps_of(tmp_path / "rec")] == list(range(5, 101, 5))
+    assert "completed run of 100 optimization steps" in follower.step_rule
+
+
+CORPUS_LOG = (Path(__file__).resolve().parents[2] / "shared" / "realdata" / "corpus"
+              / "grpo_qwen25_7b_gsm8k_rho0.30_s43_lengthcollapse.log")
+
+
+@pytest.mark.skipif(not CORPUS_LOG.exists(), reason="../shared/realdata/corpus not present")
+def test_watch_on_a_real_log_gives_the_steps_and_alerts_of_doctor(tmp_path: Path) -> None:
+    """A real TRL log that never prints logging_steps (every 5, read from its totals): watch and doctor agree."""
+    doctor = invoke("doctor", CORPUS_LOG, "--json")
+    watch = invoke("watch", CORPUS_LOG, "--max-ticks", 1, "--poll", 0, "--json", "--into", tmp_path / "kept")
+    assert doctor.exit_code == watch.exit_code == 1
+    watched = {(f["signature_id"], f["first_step"]) for f in map(json.loads, watch.stdout.splitlines())}
+    assert watched == {(f["signature_id"], f["first_step"]) for f in json.loads(doctor.stdout)["findings"]}
+    assert ("TRUNCATION_STARVE", 75) in watched
+    assert [r["step"] for r in steps_of(tmp_path / "kept")] == list(range(5, 201, 5))
+
+
+@pytest.mark.skipif(not CORPUS_LOG.exists(), reason="../shared/realdata/corpus not present")
+def test_a_real_log_followed_as_it_grows_ends_with_the_steps_of_its_import(tmp_path: Path) -> None:
+    data = CORPUS_LOG.read_bytes()
+    log = tmp_path / "live.log"
+    log.write_bytes(b"")
+    follower = SourceFollower(log, "console")
+    seen = handed_out(follower)
+    recording = FollowedRecording(follower, tmp_path / "rec")
+    for cut in range(4096, len(data) + 4096, 4096):  # 4 KiB at a time, lines cut anywhere
+        log.write_bytes(data[:cut])
+        recording.sync()
+        assert seen == imported_steps(data[:data[:cut].rfind(b"\n") + 1].decode(), tmp_path)
+    recording.close()
+    assert [r["step"] for r in steps_of(tmp_path / "rec")] == list(range(5, 201, 5))
+
+
+def test_watch_says_when_steps_are_renumbered_and_reports_its_findings_again(tmp_path: Path, capsys: Any) -> None:
+    from rlprobe.cli.watch import _sync, _Target
+
+    lines = buffered_trainer_log(every=5, total=100, block=4)
+    first_dict = next(i for i, line in enumerate(lines) if line.startswith("{"))
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines[:first_dict + 1]) + "\n")  # one entry, the bar at 25: N <= 25
+    recording = FollowedRecording(SourceFollower(log, "console"), tmp_path / "rec")
+    watcher = RunWatcher(tmp_path / "rec")
+    target = _Target(None, watcher, recording)
+    try:
+        _sync(target, recording.sync)
+        watcher.reported["TRUNCATION_STARVE"] = target.worst["TRUNCATION_STARVE"] = "warn"  # as if printed at step 25
+        assert recording.renumbered == 0 and "revised" not in capsys.readouterr().err
+        with open(log, "a") as fh:
+            fh.write("\n".join(lines[first_dict + 1:first_dict + 4]) + "\n")  # three more: N <= 25 // 4 = 6
+        _sync(target, recording.sync)
+        err = capsys.readouterr().err
+        assert recording.renumbered == 1 and "step numbers revised, 4 steps rewritten" in err
+        assert "reported again" in err and watcher.reported == {} and target.worst == {}
+    finally:
+        watcher.close()
+        recording.close()
+
+
+# -- a TensorBoard logdir holding several runs: each is watched ------------------------------------------------
+
+def write_tb_steps(folder: Path, dicts: list[dict[str, Any]]) -> None:
+    """One event per step with every scalar of the step (torch's SummaryWriter.add_scalars would write the same values)."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(folder))
+    for row in dicts:
+        values = [summary_pb2.Summary.Value(tag=f"train/{k}", simple_value=float(v)) for k, v in row.items()
+                  if k != "step" and isinstance(v, (int, float))]
+        writer.add_event(event_pb2.Event(step=int(row["step"]), summary=summary_pb2.Summary(value=values)))
+    writer.close()
+
+
+def test_watch_on_a_tensorboard_logdir_watches_each_run(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    write_tb_steps(logs / "grpo-collapse", synth_dicts(tmp_path / "a", "ENTROPY_COLLAPSE", n_steps=200))
+    write_tb_steps(logs / "sweep" / "grpo-ok", synth_dicts(tmp_path / "b", "healthy", n_steps=200))
+
+    watch = invoke("watch", logs, "--max-ticks", 1, "--poll", 0, "--json", "--into", tmp_path / "kept")
+    assert watch.exit_code == 1, watch.output
+    assert "following 2 runs of the logdir" in watch.stderr and "grpo-collapse, sweep/grpo-ok" in watch.stderr
+    watched = {(f["run"], f["signature_id"], f["first_step"]) for f in map(json.loads, watch.stdout.splitlines())}
+    for name in ("grpo-collapse", "sweep/grpo-ok"):  # each run: what doctor says of it alone
+        doctor = json.loads(invoke("doctor", logs / name, "--json").stdout)
+        assert {(n, s, f) for n, s, f in watched if n == name} == {
+            (name, f["signature_id"], f["first_step"]) for f in doctor["findings"]}
+    assert any(s == "ENTROPY_COLLAPSE" for _, s, _ in watched)
+    assert len(steps_of(tmp_path / "kept" / "grpo-collapse")) == len(steps_of(tmp_path / "kept" / "sweep" / "grpo-ok")) == 200
+
+    text = invoke("watch", logs, "--max-ticks", 1, "--poll", 0)
+    assert "ENTROPY_COLLAPSE" in text.stdout and "in grpo-collapse" in text.stdout
+
+
+def test_a_run_started_in_a_watched_logdir_joins(tmp_path: Path) -> None:
+    from rlprobe.cli.watch import _Followed
+
+    logs = tmp_path / "logs"
+    rows = [{"step": s, "reward": 0.1} for s in range(1, 4)]
+    write_tb_steps(logs / "first", rows)
+    followed = _Followed(logs, "tensorboard", None, tmp_path / "kept", logdir=True)
+    try:
+        assert [name for name, _ in followed.discover()] == ["first"]
+        assert followed.discover() == []
+        write_tb_steps(logs / "second", rows)  # the trainer started another run
+        [(name, recording)] = followed.discover()
+        assert name == "second" and recording.run_dir == tmp_path / "kept" / "second"
+    finally:
+        followed.close()

@@ -23,6 +23,11 @@ _FORMATS = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "xtuner"
               help="Logging interval (logging_steps) for sources whose entries carry no step: entry i "
                    "becomes step N*(i+1). Default: logging_steps if the log prints it or it can be "
                    "inferred, else 1.")
+@click.option("--group-size", type=click.IntRange(min=2), default=None,
+              help="Rollouts per prompt (GRPO's num_generations). With --binary-rewards, the share of degenerate "
+                   "groups is derived from TRL's reward_std where that is exact (groups of 2 or 3; docs/import.md).")
+@click.option("--binary-rewards", is_flag=True,
+              help="Every reward is 0 or 1 (a log cannot show it); see --group-size.")
 @click.option("--algorithm", default=None, help="Record this algorithm (grpo, ppo, rloo, ...) in the manifest.")
 @click.option("--model", "model_name", default=None, help="Record this model name in the manifest.")
 @click.option("--run-id", default=None, help="run_id of the new recording (default: generated).")
@@ -30,9 +35,9 @@ _FORMATS = ("auto", "trainer_state", "jsonl", "json", "csv", "console", "xtuner"
                                            "A folder of runs: each is named NAME and its folder's name.")
 @click.option("--tag", "tags", multiple=True, metavar="TAG", help="Tag the run in the manifest. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the import report as JSON.")
-def import_command(source: str, run_dir: str, kind: str, step_every: int | None, algorithm: str | None,
-                   model_name: str | None, run_id: str | None, name: str | None, tags: tuple[str, ...],
-                   as_json: bool) -> None:
+def import_command(source: str, run_dir: str, kind: str, step_every: int | None, group_size: int | None,
+                   binary_rewards: bool, algorithm: str | None, model_name: str | None, run_id: str | None,
+                   name: str | None, tags: tuple[str, ...], as_json: bool) -> None:
     """Import a run rlprobe did not record into a new recording RUN_DIR.
 
     SOURCE is a Hugging Face trainer_state.json, an output or checkpoint dir holding one (TRL's
@@ -58,13 +63,15 @@ def import_command(source: str, run_dir: str, kind: str, step_every: int | None,
         rlprobe import wandb/ runs/from-wandb
         rlprobe import mlruns/ runs/from-mlflow
         rlprobe import train.log runs/baseline --name "baseline, lr 1e-6" --tag sweep-3 --tag baseline
+        rlprobe import trainer_state.json runs/g2 --group-size 2 --binary-rewards  # degenerate groups, exactly
     """
     from rlprobe.cli.progress import Progress
     from rlprobe.importers import import_source
 
     with Progress(not as_json) as bar:
         report = import_source(source, run_dir, kind=kind, step_every=step_every, algorithm=algorithm,
-                               model_name=model_name, run_id=run_id, progress=bar.update)
+                               model_name=model_name, run_id=run_id, progress=bar.update, group_size=group_size,
+                               binary_rewards=binary_rewards)
     if name is not None or tags:
         # a tracker's folder of runs became one recording per run: each gets the tags, and the
         # name followed by its own folder's name (one name for many runs would tell none apart)

@@ -7,6 +7,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -22,16 +23,19 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _print_finding(finding: Any, was: str | None, as_json: bool) -> None:
+def _print_finding(finding: Any, was: str | None, as_json: bool, run: str | None = None) -> None:
     when = _now()
     if as_json:
         record = {"time": when.isoformat(timespec="seconds"), "escalated_from": was, **finding.model_dump(mode="json")}
+        if run is not None:
+            record = {"run": run, **record}
         click.echo(json.dumps(record, ensure_ascii=False, allow_nan=False, default=str))
         return
     head = (
         f"[{when:%H:%M:%S}] {finding.severity.upper():<8} {finding.signature_id:<26} "
         f"from step {finding.first_step}  confidence {finding.confidence:.2f}"
         + (f"  (was {was})" if was else "")
+        + (f"  in {run}" if run is not None else "")
     )
     click.echo(style(head, finding.severity))
     if finding.explained_by:
@@ -87,6 +91,8 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
     source added (new lines, new event records, a rewritten trainer state), writes it to a live
     recording (temporary, or --into DIR) and diagnoses that, with the same alerts, webhook and
     exit codes. This guards verl, OpenRLHF or any loop that prints metrics, with no code change.
+    A TensorBoard logdir with runs in subfolders has each run watched (one recording each, below
+    --into DIR; a run started later joins), and each finding names its run.
 
     Exit code: 1 if any critical finding was seen, 0 otherwise, when --max-ticks is reached or
     on Ctrl-C; 2 when the run cannot be read (a newer recording format, a bad --config, a
@@ -99,6 +105,7 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
         rlprobe watch runs/my-run --max-ticks 1 --json     # one look, as JSON lines
         rlprobe watch train.log --into runs/live-from-log  # a trainer's stdout, as it grows
         rlprobe watch tb_logs/grpo-1/ --poll 10            # a TensorBoard run
+        rlprobe watch tb_logs/ --into runs/live-tb         # every run of a TensorBoard logdir
     """
     from rlprobe.doctor.findings import SEVERITY_ORDER
     from rlprobe.doctor.live import RunWatcher, webhook_sink
@@ -109,55 +116,83 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
         raise click.BadParameter(str(exc), param_hint="--webhook") from exc
     source = _source_to_follow(run, kind)
     with _followed(source, kind, step_every, into) as followed:
-        target = str(followed.run_dir) if followed is not None else run
-        watcher = RunWatcher(target, sinks=sinks, config_path=config_path)
-        worst: dict[str, str] = {}
-        state: dict[str, Any] = {"critical": False, "status": None, "errors_seen": 0, "beat": time.monotonic()}
+        state: dict[str, Any] = {"critical": False, "beat": time.monotonic()}
+        targets: list[_Target] = []
 
-        def look() -> None:
+        def add_targets() -> None:
+            found = followed.discover() if followed is not None else [(None, None)]
+            for name, recording in found:
+                path = str(recording.run_dir) if recording is not None else run
+                targets.append(_Target(name, RunWatcher(path, sinks=sinks, config_path=config_path), recording))
+            if followed is not None and followed.logdir and found:
+                names = ", ".join(str(name) for name, _ in found)
+                _note(f"new run in {run}: {names}" if len(targets) > len(found) else
+                      f"following {len(found)} run{'s' if len(found) != 1 else ''} of the logdir {run}: {names}")
+
+        def ticks() -> int:
+            return max((t.watcher.ticks for t in targets), default=0)
+
+        def look(target: _Target) -> None:
+            watcher = target.watcher
             new = watcher.tick()
             status = watcher.status
-            if followed is not None and not followed.follower.source.exists():
+            if target.followed is not None and not target.followed.follower.source.exists():
                 status = "waiting for source"
-            if status != state["status"]:
-                state["status"] = status
-                where = f"{run} (as {target})" if followed is not None else run
+            if status != target.status:
+                target.status = status
+                where = run if target.name is None else f"{run} :: {target.name}"
+                if target.followed is not None:
+                    where += f" (as {target.followed.run_dir})"
                 _note(f"{status}: {where}" + (f" ({watcher.steps} steps)" if status == "watching" else ""))
-            for error in watcher.errors[state["errors_seen"]:]:
+                state["beat"] = time.monotonic()
+            for error in watcher.errors[target.errors_seen:]:
                 _note(error)
-            state["errors_seen"] = len(watcher.errors)
+            target.errors_seen = len(watcher.errors)
             for finding in new:
-                was = worst.get(finding.signature_id)
-                worst[finding.signature_id] = finding.severity
+                was = target.worst.get(finding.signature_id)
+                target.worst[finding.signature_id] = finding.severity
                 state["critical"] = state["critical"] or finding.severity == "critical"
-                _print_finding(finding, was if was and SEVERITY_ORDER[was] < SEVERITY_ORDER[finding.severity] else None, as_json)
-            if new or status != state["status"]:
+                escalated = was if was and SEVERITY_ORDER[was] < SEVERITY_ORDER[finding.severity] else None
+                _print_finding(finding, escalated, as_json, target.name)
+            if new:
                 state["beat"] = time.monotonic()
-            elif heartbeat_s and time.monotonic() - state["beat"] >= heartbeat_s:
+
+        def look_all() -> None:
+            for target in targets:
+                look(target)
+            if heartbeat_s and time.monotonic() - state["beat"] >= heartbeat_s:
                 state["beat"] = time.monotonic()
-                _note(_heartbeat(status, watcher, worst, run))
+                _note(_heartbeat(targets, run))
 
         try:
+            add_targets()
             while True:
                 if followed is not None:
-                    followed.sync()
-                look()
-                if max_ticks is not None and watcher.ticks >= max_ticks:
-                    if str(watcher.status).startswith("waiting") or state["status"] == "waiting for source":
+                    if followed.logdir:
+                        add_targets()  # a run the trainer started since the last look
+                    for target in targets:
+                        _sync(target, target.followed.sync)
+                look_all()
+                if max_ticks is not None and ticks() >= max_ticks:
+                    if len(targets) == 1 and (str(targets[0].watcher.status).startswith("waiting")
+                                              or targets[0].status == "waiting for source"):
                         state["never_appeared"] = True
                     break
                 time.sleep(poll_s)
         except KeyboardInterrupt:
             _note("interrupted")
         finally:
-            if followed is not None:
-                followed.close()  # the step held back (its values may have been incomplete) is written now
-                if followed.steps:
-                    look()
-                if into:
-                    _note(f"the recording of {run} is in {into} ({followed.steps} steps, step numbers: "
-                          f"{followed.follower.step_rule or '-'})")
-            watcher.close()
+            for target in targets:
+                if target.followed is not None:
+                    # the step held back (its values may have been incomplete) is written now
+                    _sync(target, target.followed.close)
+                    if target.followed.steps:
+                        look(target)
+                    if into:
+                        _note(f"the recording of {run}" + (f" :: {target.name}" if target.name else "")
+                              + f" is in {target.followed.run_dir} ({target.followed.steps} steps, step numbers: "
+                              f"{target.followed.follower.step_rule or '-'})")
+                target.watcher.close()
             deadline = time.monotonic() + _SINK_CLOSE_S
             for sink in sinks:
                 if not sink.close(max(0.0, deadline - time.monotonic())):
@@ -172,15 +207,46 @@ def watch_command(run: str, poll_s: float, webhooks: tuple[str, ...], max_ticks:
     sys.exit(1 if state["critical"] else 0)
 
 
-def _heartbeat(status: str, watcher: Any, worst: dict[str, str], run: str) -> str:
-    """The quiet-interval line: where the run is, and what was found so far."""
+@dataclass
+class _Target:
+    """One run the command watches: its watcher, the recording a source feeds (if any), what it reported."""
+
+    name: str | None  # the run's folder below a TensorBoard logdir; None when RUN is the one run
+    watcher: Any
+    followed: Any = None
+    worst: dict[str, str] = field(default_factory=dict)
+    status: str | None = None
+    errors_seen: int = 0
+
+
+def _sync(target: _Target, feed: Any) -> None:
+    """Feed the live recording what the source added (sync or close); when that renumbered its
+    steps, say so and report the findings again (the steps they named came from a replaced rule)."""
+    followed = target.followed
+    renumbered = followed.renumbered
+    feed()
+    if followed.renumbered != renumbered:
+        _note(f"step numbers revised, {followed.steps} steps rewritten: {followed.follower.step_rule}"
+              + ("; findings so far are reported again with the new numbers" if target.worst else ""))
+        target.watcher.reported.clear()
+        target.worst.clear()
+
+
+def _heartbeat(targets: list[_Target], run: str) -> str:
+    """The quiet-interval line: where the run (or each run of a logdir) is, and what was found so far."""
     when = _now()
-    if status != "watching":
-        return f"[{when:%H:%M:%S}] still {status}: {run} ({watcher.ticks} looks)"
+    worst = {(t.name, sig): sev for t in targets for sig, sev in t.worst.items()}
     counts = {sev: sum(1 for s in worst.values() if s == sev) for sev in ("critical", "warn", "info")}
     found = ", ".join(f"{n} {sev}" for sev, n in counts.items() if n)
-    return (f"[{when:%H:%M:%S}] still watching {run}: step {watcher.last_step} reached ({watcher.steps} steps), "
-            f"{len(worst)} finding{'s' if len(worst) != 1 else ''} so far" + (f" ({found})" if found else ""))
+    findings = f"{len(worst)} finding{'s' if len(worst) != 1 else ''} so far" + (f" ({found})" if found else "")
+    if len(targets) == 1:
+        watcher, status = targets[0].watcher, targets[0].status or targets[0].watcher.status
+        if status != "watching":
+            return f"[{when:%H:%M:%S}] still {status}: {run} ({watcher.ticks} looks)"
+        return (f"[{when:%H:%M:%S}] still watching {run}: step {watcher.last_step} reached ({watcher.steps} steps), "
+                + findings)
+    reached = ", ".join(f"{t.name} step {t.watcher.last_step}" for t in targets if t.watcher.steps)
+    return f"[{when:%H:%M:%S}] still watching {len(targets)} runs of {run}: {reached or 'no steps yet'}; {findings}"
 
 
 def _source_to_follow(run: str, kind: str) -> str | None:
@@ -198,9 +264,50 @@ def _source_to_follow(run: str, kind: str) -> str | None:
     return run if path.suffix.lower() in (".log", ".txt", ".out", ".err", ".jsonl", ".ndjson") or path.name == "trainer_state.json" else None
 
 
+class _Followed:
+    """The live recordings a source feeds: one, or one per run of a TensorBoard logdir.
+
+    A logdir's runs are looked for again at each look (`discover`), so a run the trainer starts
+    while it is watched joins; each becomes <base>/<its path below the logdir>.
+    """
+
+    def __init__(self, path: Any, kind: str, step_every: int | None, base: Any, logdir: bool) -> None:
+        self.path, self.kind, self.step_every, self.base, self.logdir = path, kind, step_every, base, logdir
+        self.recordings: dict[str, Any] = {}
+
+    def discover(self) -> list[tuple[str | None, Any]]:
+        """(name, recording) of each run not followed yet (name None for a single source)."""
+        from rlprobe.importers.follow import FollowedRecording, SourceFollower
+
+        if not self.logdir:
+            if self.recordings:
+                return []
+            recording = FollowedRecording(SourceFollower(self.path, self.kind, self.step_every), self.base,
+                                          run_id=self.path.name)
+            self.recordings[""] = recording
+            return [(None, recording)]
+        from rlprobe.importers import _safe_name
+        from rlprobe.importers.tensorboard import find_runs
+
+        out = []
+        for folder in find_runs(self.path):
+            name = folder.relative_to(self.path).as_posix()
+            if name in self.recordings:
+                continue
+            recording = FollowedRecording(SourceFollower(folder, "tensorboard"), self.base / _safe_name(name),
+                                          run_id=name)
+            self.recordings[name] = recording
+            out.append((name, recording))
+        return out
+
+    def close(self) -> None:
+        for recording in self.recordings.values():
+            recording.close()
+
+
 @contextmanager
-def _followed(source: str | None, kind: str, step_every: int | None, into: str | None) -> Iterator[Any]:
-    """The live recording a source feeds (in --into or a temporary directory), or None for a recording."""
+def _followed(source: str | None, kind: str, step_every: int | None, into: str | None) -> Iterator[_Followed | None]:
+    """The live recordings a source feeds (in --into or a temporary directory), or None for a recording."""
     if source is None:
         if into:
             raise click.UsageError("--into is for following a source (a log, JSONL, trainer_state.json, TensorBoard run)")
@@ -209,35 +316,36 @@ def _followed(source: str | None, kind: str, step_every: int | None, into: str |
     from pathlib import Path
 
     from rlprobe.errors import ImportRefused, SourceUnreadable
-    from rlprobe.importers.follow import FollowedRecording, SourceFollower, follow_kind
+    from rlprobe.importers.follow import SourceFollower, follow_kind
     from rlprobe.importers.trackers import tracker_kind
 
     path = Path(source)
     found = follow_kind(path) if kind == "auto" else kind
+    logdir = False
     if found == "tensorboard" and path.is_dir():
         from rlprobe.importers.tensorboard import event_files, find_runs
 
-        runs = find_runs(path)
-        if not event_files(path) and len(runs) != 1:
-            raise SourceUnreadable(f"{source}: a TensorBoard logdir with {len(runs)} runs; watch one run folder")
-        path = runs[0] if not event_files(path) else path
+        if not event_files(path):  # a logdir: runs in subfolders, each watched (one is the usual case)
+            if not find_runs(path):
+                raise SourceUnreadable(f"{source}: no TensorBoard event file (events.out.tfevents.*) in this folder or below")
+            logdir = True
     elif path.is_dir() and tracker_kind(path) is not None:
         raise SourceUnreadable(f"{source}: `rlprobe watch` follows a log, a JSONL file, a trainer_state.json or a "
-                               f"TensorBoard run; import this {tracker_kind(path)} folder instead")
-    follower = SourceFollower(path, found, step_every)
+                               f"TensorBoard logdir; import this {tracker_kind(path)} folder instead")
+    SourceFollower(path, found, step_every)  # refuses a kind it cannot follow, before anything is made
     if into:
         dest = Path(into)
         if dest.exists() and any(dest.iterdir()):
             raise ImportRefused(f"--into {into} already exists and is not empty; choose a new directory")
-        recording = FollowedRecording(follower, dest, run_id=path.name)
+        followed = _Followed(path, found, step_every, dest, logdir)
         try:
-            yield recording
+            yield followed
         finally:
-            recording.close()
+            followed.close()
         return
     with tempfile.TemporaryDirectory(prefix="rlprobe-watch-") as tmp:
-        recording = FollowedRecording(follower, Path(tmp) / "run", run_id=path.name)
+        followed = _Followed(path, found, step_every, Path(tmp) / "run", logdir)
         try:
-            yield recording
+            yield followed
         finally:
-            recording.close()
+            followed.close()

@@ -159,29 +159,41 @@ Progress = Callable[[str, int, int], None]
 
 def import_source(source: str | os.PathLike[str], run_dir: str | os.PathLike[str], *, kind: str = "auto",
                   step_every: int | None = None, algorithm: str | None = None, model_name: str | None = None,
-                  run_id: str | None = None, progress: Progress | None = None) -> ImportReport | RootReport:
+                  run_id: str | None = None, progress: Progress | None = None, group_size: int | None = None,
+                  binary_rewards: bool = False) -> ImportReport | RootReport:
     """Build a new, closed recording at run_dir from a source (read-only); see the module doc.
 
     A tracker's root of runs (a TensorBoard logdir, a wandb/ folder, an MLflow store) becomes a
-    runs root at run_dir, one recording per run, and a RootReport.
+    runs root at run_dir, one recording per run, and a RootReport. group_size (rollouts per
+    prompt) and binary_rewards (every reward is 0 or 1) are facts a log cannot show; given both,
+    the share of degenerate groups is derived where that is exact (keymap.derive_degenerate_groups).
     """
     src, dest = Path(source).expanduser(), Path(run_dir).expanduser()
     if kind not in FORMATS:
         raise SourceUnreadable(f"unknown format {kind!r}; one of {', '.join(FORMATS)}")
     if step_every is not None and step_every < 1:
         raise SourceUnreadable(f"--step-every must be at least 1, got {step_every}")
+    if group_size is not None and group_size < 2:
+        raise SourceUnreadable(f"--group-size must be at least 2, got {group_size}")
+    facts = {"group_size": group_size, "binary_rewards": binary_rewards}
     if not src.exists():
         raise SourceUnreadable(f"{source}: no such file or directory")
     _check_target(src, dest)
     found = detect(src) if kind == "auto" else kind
     if found in TRACKERS:
         return _import_tracker(src, dest, found, step_every=step_every, algorithm=algorithm, model_name=model_name,
-                               run_id=run_id, progress=progress)
+                               run_id=run_id, progress=progress, facts=facts)
     with many_objects():  # a run's steps are objects until it is written: freed before the collector is back
-        parsed = finish(_read(src, found, step_every))
+        parsed = finish(_told(_read(src, found, step_every), facts))
         report = _write(parsed, src, dest, found, algorithm=algorithm, model_name=model_name, run_id=run_id)
         del parsed
     return report
+
+
+def _told(parsed: Parsed, facts: dict[str, Any]) -> Parsed:
+    """parsed, with what the user said about the run that its source cannot show."""
+    parsed.group_size, parsed.binary_rewards = facts["group_size"], facts["binary_rewards"]
+    return parsed
 
 
 def _write(parsed: Parsed, src: Path, dest: Path, found: str, **manifest: Any) -> ImportReport:
@@ -199,7 +211,8 @@ def _safe_name(name: str) -> str:
 
 
 def _import_tracker(src: Path, dest: Path, kind: str, *, step_every: int | None, algorithm: str | None,
-                    model_name: str | None, run_id: str | None, progress: Progress | None) -> ImportReport | RootReport:
+                    model_name: str | None, run_id: str | None, progress: Progress | None,
+                    facts: dict[str, Any]) -> ImportReport | RootReport:
     def bytes_progress(done: int, total: int) -> None:
         if progress is not None:
             progress(f"reading {src.name}", done, total)
@@ -210,7 +223,8 @@ def _import_tracker(src: Path, dest: Path, kind: str, *, step_every: int | None,
                 parsed = runs[0][1]()
                 if step_every is not None:
                     parsed.notes.append(f"--step-every is ignored: {kind} values carry their step")
-                report = _write(finish(parsed), src, dest, kind, algorithm=algorithm, model_name=model_name, run_id=run_id)
+                report = _write(finish(_told(parsed, facts)), src, dest, kind, algorithm=algorithm, model_name=model_name,
+                                run_id=run_id)
                 del parsed
             return report
         # A root of runs: built under a hidden name next to dest, renamed into place at the end.
@@ -229,7 +243,7 @@ def _import_tracker(src: Path, dest: Path, kind: str, *, step_every: int | None,
                 used.add(folder)
                 try:
                     with many_objects():
-                        report = _write(finish(read()), src, tmp / folder, kind, algorithm=algorithm,
+                        report = _write(finish(_told(read(), facts)), src, tmp / folder, kind, algorithm=algorithm,
                                         model_name=model_name, run_id=f"{run_id}/{folder}" if run_id else None)
                 except RlprobeError as exc:  # one broken run never takes the root down
                     root.failed.append((name, str(exc)))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from rlprobe.keymap import MappedMetrics, derive_run, infer_algorithm, map_metrics
+from rlprobe.keymap import MappedMetrics, derive_degenerate_groups, derive_run, infer_algorithm, map_metrics
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX
 
 # The dict the HF Trainer logs once, after the last step: totals, not a step's metrics.
@@ -53,6 +53,9 @@ class Parsed:
     bad_lines: list[int] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> entries left out
     notes: list[str] = field(default_factory=list)
+    torn: list[dict[str, Any]] = field(default_factory=list)  # files read up to a tail that is not a whole record
+    group_size: int | None = None  # rollouts per prompt, when the user gave it (keymap.derive_degenerate_groups)
+    binary_rewards: bool = False  # every reward is 0 or 1, when the user says so
 
     def skip(self, reason: str, n: int = 1) -> None:
         """Count an entry left out of the import, by reason."""
@@ -64,6 +67,7 @@ class Parsed:
         self.samples += other.samples
         self.bad_lines += other.bad_lines
         self.notes += other.notes
+        self.torn += other.torn
         for reason, n in other.skipped.items():
             self.skip(reason, n)
 
@@ -170,9 +174,11 @@ def finish(parsed: Parsed) -> Parsed:
     which derivations are exact and why they need every step).
     """
     mapped = [e.mapped for e in parsed.entries]
+    parsed.notes += derive_degenerate_groups(mapped, parsed.group_size, parsed.binary_rewards)
     parsed.notes += derive_run(mapped)
     if parsed.algorithm is None:
-        parsed.algorithm, parsed.algorithm_rule = infer_algorithm({f for m in mapped for f in m.fields})
+        keys = {k for keyset in {id(m.keys): m.keys for m in mapped}.values() for k in keyset}
+        parsed.algorithm, parsed.algorithm_rule = infer_algorithm({f for m in mapped for f in m.fields}, keys)
     parsed.notes += constant_notes(mapped)
     return parsed
 

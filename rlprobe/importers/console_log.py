@@ -17,13 +17,17 @@ is when the Trainer logs. logging_steps is, in order:
    "Total optimization steps = T", a final `global_step` (W&B's run summary
    `train/global_step T`, `TrainOutput(global_step=T, ...)`), or the total of the training
    progress bar (tqdm's `n/T`, the bar without a description) once it reached T;
-4. for a run cut short (no totals dict), from the last count C its training progress bar
-   printed: the largest N with N * k <= C (a log cut short loses its last few entries to
-   buffering, it never gains any);
+4. for a run cut short or still running (no totals dict), from its training progress bar: entry j
+   (1-based) was logged at step N*j, after the bar (stderr, unbuffered) had counted to N*j, and
+   reached the file when stdout was flushed, later; so N*j <= B_j, the bar's highest count printed
+   before entry j in the file. N is the largest N that fits every entry, min_j floor(B_j / j);
 5. else 1.
 
-tqdm's counters are not read per entry: stdout (the dicts) and stderr (the bar) are buffered
-apart, so the count printed next to a dict can be dozens of steps ahead of it. The report says
+tqdm's counters are not read as an entry's step: stdout (the dicts) and stderr (the bar) are
+buffered apart, so the count printed next to a dict can be dozens of steps ahead of it; they
+only bound it from above (rule 4). Rule 4 on a prefix of the log is what a follower of a live
+log can use (`StepEvidence`, fed chunk by chunk, decides as `parse` does on the same text): each
+new entry can only lower N, and the totals at the end can settle it once more. The report says
 which rule was used.
 """
 
@@ -108,13 +112,22 @@ def episode_postfixes(text: str, last: str | None = None) -> tuple[list[tuple[in
     return out, last
 
 
-def scan(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, int, dict[str, Any]]], list[int]]:
-    """Trainer dicts (line, dict), verl lines (line, step, dict) and malformed line numbers."""
+def scan(text: str, offsets: list[int] | None = None
+         ) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, int, dict[str, Any]]], list[int]]:
+    """Trainer dicts (line, dict), verl lines (line, step, dict) and malformed line numbers.
+
+    With `offsets`, the character offset in text where each dict starts is appended to it (the
+    progress bar's counts printed before a dict bound its step: StepEvidence).
+    """
     dicts: list[tuple[int, dict[str, Any]]] = []
     verl: list[tuple[int, int, dict[str, Any]]] = []
     bad: list[int] = []
+    at = 0
     for number, line in enumerate(text.split("\n"), start=1):
+        segment_at = at
+        at += len(line) + 1
         for segment in line.split("\r"):  # tqdm redraws its bar with \r; a dict may follow one
+            segment_start, segment_at = segment_at, segment_at + len(segment) + 1
             start = _DICT_START.search(segment)
             if start is None:
                 match = _VERL_LINE.search(segment)
@@ -131,37 +144,109 @@ def scan(text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, i
                 continue
             if isinstance(value, dict):
                 dicts.append((number, value))
+                if offsets is not None:
+                    offsets.append(segment_start + start.start())
     return dicts, verl, bad
 
 
-def _last_step_printed(text: str) -> tuple[int, str] | None:
-    """The run's last step as the log prints it at the end, and where it was read."""
-    total = _TOTAL_STEPS.search(text)
-    if total:
-        return int(total.group(1).replace(",", "")), "Total optimization steps"
-    finals = _FINAL_GLOBAL_STEP.findall(text)
-    if finals:
-        return int(finals[-1][0] or finals[-1][1]), "the final global_step"
-    return None
+class StepEvidence:
+    """What a console log prints that fixes logging_steps (module doc, rules 2-5), read in order.
 
-
-def training_bar(text: str) -> tuple[int, int] | None:
-    """(last count, total) of the training progress bar: tqdm's bar without a description.
-
-    A bar with a description ("Loading checkpoint shards: 100%|...") is something else; of the
-    bars without one (the Trainer's, evaluation's), the one that counted the most distinct
-    steps.
+    `feed` takes the text whole (an import) or in whole-line chunks as a live log grows (a
+    follower), with the offsets of the Trainer dicts kept as entries in that text; `rule` then
+    gives what `parse` gives on all the text fed so far. Reading in chunks gives the same
+    answer as reading at once.
     """
-    counts: dict[int, set[int]] = {}
-    for match in _TQDM.finditer(text):
-        before = text[max(0, match.start() - 8): match.start()].rstrip()
-        if before.endswith(":"):
-            continue
-        counts.setdefault(int(match.group(2)), set()).add(int(match.group(1)))
-    if not counts:
+
+    def __init__(self) -> None:
+        self.logging_steps: int | None = None  # the first logging_steps=N printed
+        self.total_steps: int | None = None  # the first "Total optimization steps = T"
+        self.final_global_step: int | None = None  # the last one printed
+        self.entries = 0
+        self.completed = False  # the Trainer's totals dict was printed
+        self._counts: dict[int, set[int]] = {}  # a bar's total -> the counts it printed (bars without a description)
+        self._highest: dict[int, int] = {}  # a bar's total -> its highest count printed so far
+        # a bar's total -> (floor(B_j / j), j, B_j) for the entry j where that is smallest (rule 4)
+        self._bound: dict[int, tuple[int, int, int]] = {}
+
+    def feed(self, text: str, entry_offsets: list[int] = (), completed: bool = False) -> None:  # type: ignore[assignment]
+        """Read the next chunk: text (whole lines), where its kept entries start, whether a totals dict is in it."""
+        if self.logging_steps is None:
+            match = _LOGGING_STEPS.search(text)
+            if match and int(match.group(1)) > 0:
+                self.logging_steps = int(match.group(1))
+        if self.total_steps is None:
+            match = _TOTAL_STEPS.search(text)
+            if match:
+                self.total_steps = int(match.group(1).replace(",", ""))
+        finals = _FINAL_GLOBAL_STEP.findall(text)
+        if finals:
+            self.final_global_step = int(finals[-1][0] or finals[-1][1])
+        self.completed = self.completed or completed
+        offsets = iter(entry_offsets)
+        following = next(offsets, None)
+        for match in _TQDM.finditer(text):
+            while following is not None and following < match.start():
+                self._entry()
+                following = next(offsets, None)
+            # The bar's own description, on its own line (a chunk read alone starts at a line)
+            before = re.split(r"[\r\n]", text[max(0, match.start() - 8): match.start()])[-1].rstrip()
+            if before.endswith(":"):  # "Loading checkpoint shards: 100%|...": some other bar
+                continue
+            count, total = int(match.group(1)), int(match.group(2))
+            self._counts.setdefault(total, set()).add(count)
+            self._highest[total] = max(count, self._highest.get(total, 0))
+        while following is not None:
+            self._entry()
+            following = next(offsets, None)
+
+    def _entry(self) -> None:
+        self.entries += 1
+        j = self.entries
+        for total, highest in self._highest.items():
+            if highest > 0 and (total not in self._bound or highest // j < self._bound[total][0]):
+                self._bound[total] = (highest // j, j, highest)
+
+    def training_bar(self) -> tuple[int, int] | None:
+        """(highest count, total) of the training progress bar: of the bars without a description
+        (the Trainer's, evaluation's), the one that printed the most distinct counts."""
+        if not self._counts:
+            return None
+        total = max(self._counts, key=lambda t: (len(self._counts[t]), t))
+        return self._highest[total], total
+
+    def _last_step(self) -> tuple[int, str] | None:
+        if self.total_steps is not None:
+            return self.total_steps, "Total optimization steps"
+        if self.final_global_step is not None:
+            return self.final_global_step, "the final global_step"
         return None
-    total = max(counts, key=lambda t: (len(counts[t]), t))
-    return max(counts[total]), total
+
+    def rule(self, entries: int | None = None) -> tuple[int, str]:
+        """(logging_steps, the rule in words) for the entries fed so far (or `entries` of them)."""
+        k = self.entries if entries is None else entries
+        if self.logging_steps is not None:
+            n = self.logging_steps
+            return n, f"entry i is step {n}*(i+1) (logging_steps={n} printed in the log)"
+        bar = self.training_bar()
+        if self.completed and k:
+            last = self._last_step()
+            if last is None and bar is not None and bar[0] == bar[1]:
+                last = bar[1], "the training progress bar's total"
+            if last is not None:
+                t, where = last
+                candidates = _floor_match(t, k)
+                if len(candidates) == 1:
+                    n = candidates[0]
+                    return n, (f"entry i is step {n}*(i+1) (logging_steps={n} inferred: {k} logged entries in a "
+                               f"completed run of {t} optimization steps, read from {where}; --step-every overrides)")
+        if not self.completed and k and bar is not None and bar[1] in self._bound and self._bound[bar[1]][0] >= 1:
+            n, j, b = self._bound[bar[1]]
+            return n, (f"entry i is step {n}*(i+1) (logging_steps={n} inferred: the run stopped at step {bar[0]} of "
+                       f"{bar[1]} by its progress bar (or is still running), with {k} logged entries; entry j was "
+                       f"printed after the bar counted to N*j, and entry {j}, printed when it showed {b}, allows "
+                       f"N <= {n}; --step-every overrides)")
+        return 1, "entry i is step i+1 (logging_steps not found in the log; pass --step-every N for logging_steps=N)"
 
 
 def _floor_match(t: int, entries: int) -> list[int]:
@@ -170,41 +255,17 @@ def _floor_match(t: int, entries: int) -> list[int]:
     return [n for n in range(max(1, math.floor(t / (entries + 1))), t // entries + 1) if t // n == entries]
 
 
-def _logging_steps(text: str, entries: int, completed: bool) -> tuple[int, str]:
-    match = _LOGGING_STEPS.search(text)
-    if match and int(match.group(1)) > 0:
-        n = int(match.group(1))
-        return n, f"entry i is step {n}*(i+1) (logging_steps={n} printed in the log)"
-    bar = training_bar(text)
-    if completed and entries:
-        last = _last_step_printed(text)
-        if last is None and bar is not None and bar[0] == bar[1]:
-            last = bar[1], "the training progress bar's total"
-        if last is not None:
-            t, where = last
-            candidates = _floor_match(t, entries)
-            if len(candidates) == 1:
-                n = candidates[0]
-                return n, (f"entry i is step {n}*(i+1) (logging_steps={n} inferred: {entries} logged entries in a "
-                           f"completed run of {t} optimization steps, read from {where}; --step-every overrides)")
-    if not completed and entries and bar is not None and bar[0] >= entries:
-        c = bar[0]
-        n = c // entries
-        return n, (f"entry i is step {n}*(i+1) (logging_steps={n} inferred: the run stopped at step {c} of {bar[1]} "
-                   f"by its progress bar, with {entries} logged entries, and N*{entries} <= {c} holds for N <= {n}; "
-                   "--step-every overrides)")
-    return 1, "entry i is step i+1 (logging_steps not found in the log; pass --step-every N for logging_steps=N)"
-
-
 def parse(path: Path, step_every: int | None = None) -> Parsed:
     """Read a console log (read-only) into mapped entries; see the module doc for step numbers."""
     text = read_text(path)
     parsed = Parsed(kind="console", files=[str(path)])
     parsed.model_name = model_from_text(text)
-    dicts, verl, parsed.bad_lines = scan(text)
+    offsets: list[int] = []
+    dicts, verl, parsed.bad_lines = scan(text, offsets)
     kept = []
+    kept_at = []
     completed = False
-    for number, item in dicts:
+    for (number, item), at in zip(dicts, offsets):
         if is_summary(item):
             completed = True
         mapped = classify(item, parsed)
@@ -214,11 +275,14 @@ def parse(path: Path, step_every: int | None = None) -> Parsed:
             parsed.skip("other dicts")  # tokenizer settings, configs: printed, but not metrics
             continue
         kept.append((number, mapped))
+        kept_at.append(at)
     if kept:
         if step_every is not None:
             every, rule = step_every, f"entry i is step {step_every}*(i+1) (--step-every)"
         else:
-            every, rule = _logging_steps(text, len(kept), completed)
+            evidence = StepEvidence()
+            evidence.feed(text, kept_at, completed)
+            every, rule = evidence.rule()
         parsed.entries = [Entry(step=every * (i + 1), mapped=m, line=n) for i, (n, m) in enumerate(kept)]
         parsed.step_rule = rule
     for number, step, item in verl:

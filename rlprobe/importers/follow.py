@@ -16,9 +16,12 @@ A step whose values may still be arriving (TensorBoard writes one event per tag;
 rollout prints its blocks over minutes) is held back until a later step appears or `close()`:
 a step written twice would be a step the doctor sees twice.
 
-Console dicts carry no step: entry i is step N*(i+1) with N from --step-every or a
-`logging_steps=N` printed before the first dict, else 1 (the inference from the run's last step
-needs the run to end; the rule is fixed once a step is written and said in `step_rule`).
+Console dicts carry no step: entry i is step N*(i+1), with N found by the rule `rlprobe import`
+uses on the text read so far (console_log.StepEvidence): --step-every, a printed
+`logging_steps=N`, the progress bar's counts while the run is going, its totals once it ended.
+When more text changes N (each entry can only lower the bound the bar gives; the totals at the
+end can settle it), the poll returns every entry again, renumbered, with `renumbered` set: the
+steps a follower has handed out are always what an import of the same text would give.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any, Callable
 from rlprobe.errors import SourceUnreadable
 from rlprobe.importers import console_log, metrics_file, tensorboard, trainer_state, xtuner_log
 from rlprobe.importers._common import Entry, Parsed, classify
-from rlprobe.keymap import map_metrics
+from rlprobe.keymap import MappedMetrics, map_metrics
 
 FOLLOWED = ("console", "jsonl", "trainer_state", "tensorboard", "xtuner")
 
@@ -47,6 +50,7 @@ class SourceFollower:
         self.step_every = step_every
         self.parsed = Parsed(kind=kind, files=[str(self.source)])  # counts (skipped, bad lines) across polls
         self.step_rule = ""
+        self.renumbered = False  # the last poll's entries replace every entry handed out before
         self._offset = 0
         self._pending = ""  # a text line without its newline yet
         self._line = 0
@@ -56,7 +60,9 @@ class SourceFollower:
         self._held: Entry | None = None
         self._signature: tuple[int, int] | None = None
         self._reader: tensorboard.EventReader | None = None
-        self._text_head = ""
+        self._evidence = console_log.StepEvidence()
+        self._dicts: list[tuple[MappedMetrics, int]] = []  # every Trainer dict taken: (mapped, line)
+        self._others: list[Entry] = []  # verl lines and OpenRLHF postfixes handed out (they carry their step)
         self._last_postfix: str | None = None
         self._postfixes = 0
         self._poll: Callable[[], list[Entry]] = {
@@ -67,6 +73,7 @@ class SourceFollower:
     # -- public --------------------------------------------------------------------------
     def poll(self) -> list[Entry]:
         """The entries that became complete since the last poll (in step order)."""
+        self.renumbered = False
         if not self.source.exists():
             return []
         return self._poll()
@@ -105,6 +112,7 @@ class SourceFollower:
         size = self.source.stat().st_size
         if size < self._offset:  # the file was replaced or truncated: start over
             self._offset, self._pending, self._line = 0, "", 0
+            self._restart()
         if size == self._offset:
             return []
         with open(self.source, "rb") as fh:
@@ -129,34 +137,42 @@ class SourceFollower:
         return True
 
     # -- per kind ----------------------------------------------------------------------------
+    def _restart(self) -> None:
+        """A console log read again from its start: what it holds now replaces what was handed out."""
+        if self.kind == "console" and (self._dicts or self._others):
+            self._evidence = console_log.StepEvidence()
+            self._dicts, self._others, self._every = [], [], self.step_every
+            self._last_postfix, self._postfixes, self._released = None, 0, None
+            self.renumbered = True
+
     def _poll_console(self) -> list[Entry]:
         lines = self._new_lines()
         if not lines:
             return []
         chunk = "\n".join(line for _, line in lines)
-        if self._every is None:
-            self._text_head += chunk[: 1 << 20]
-        dicts, verl, bad = console_log.scan(chunk)
+        offsets: list[int] = []
+        dicts, verl, bad = console_log.scan(chunk, offsets)
         first = lines[0][0] - 1
         self.parsed.bad_lines += [first + n for n in bad]
-        entries: list[Entry] = []
-        for number, item in dicts:
+        taken = len(self._dicts)
+        kept_at: list[int] = []
+        completed = False
+        for (number, item), at in zip(dicts, offsets):
+            completed = completed or console_log.is_summary(item)
             mapped = classify(item, self.parsed)
-            if mapped is None or not console_log.has_known_metric(mapped):
+            if mapped is None:
                 continue
-            if self._every is None:
-                found = console_log._LOGGING_STEPS.search(self._text_head)
-                self._every = int(found.group(1)) if found and int(found.group(1)) > 0 else 1
-                self.step_rule = (f"entry i is step {self._every}*(i+1) "
-                                  + ("(--step-every)" if self.step_every else
-                                     f"(logging_steps={self._every} printed in the log)" if found else
-                                     "(logging_steps not printed before the first entry; pass --step-every N)"))
-            self._entries_seen += 1
-            entries.append(Entry(step=self._every * self._entries_seen, mapped=mapped, line=first + number))
+            if not console_log.has_known_metric(mapped):
+                self.parsed.skip("other dicts")
+                continue
+            self._dicts.append((mapped, first + number))
+            kept_at.append(at)
+        self._evidence.feed(chunk, kept_at, completed)
+        others: list[Entry] = []
         for number, step, item in verl:
             mapped = map_metrics(item)
             if console_log.has_known_metric(mapped):
-                entries.append(Entry(step=step, mapped=mapped, line=first + number))
+                others.append(Entry(step=step, mapped=mapped, line=first + number))
                 self.step_rule = self.step_rule or "the step:N of each verl line"
         if not dicts and not verl:
             postfixes, self._last_postfix = console_log.episode_postfixes(chunk, self._last_postfix)
@@ -164,9 +180,30 @@ class SourceFollower:
                 mapped = classify(item, self.parsed)
                 if mapped is not None and console_log.has_known_metric(mapped):
                     self._postfixes += 1
-                    entries.append(Entry(step=self._postfixes, mapped=mapped, line=first + number))
+                    others.append(Entry(step=self._postfixes, mapped=mapped, line=first + number))
                     self.step_rule = "the k-th distinct postfix of OpenRLHF's Episode progress bar is global step k"
-        return self._release(entries, hold_last=False)
+        if not self._dicts:
+            entries = self._release(others, hold_last=False)
+            self._others += entries
+            return entries
+        if self.step_every is not None:
+            every, self.step_rule = self.step_every, f"entry i is step {self.step_every}*(i+1) (--step-every)"
+        else:
+            every, self.step_rule = self._evidence.rule()
+        if self.renumbered or (self._every is not None and every != self._every and taken):
+            # The rule changed under entries already handed out: hand them all out again.
+            self._every, self.renumbered = every, True
+            self._others += others
+            entries = [Entry(step=every * (i + 1), mapped=m, line=n) for i, (m, n) in enumerate(self._dicts)]
+            entries = sorted(entries + self._others, key=lambda e: e.step)
+            self._released = entries[-1].step if entries else None
+            return entries
+        self._every = every
+        fresh = [Entry(step=every * (i + 1), mapped=m, line=n) for i, (m, n) in enumerate(self._dicts[taken:], start=taken)]
+        entries = self._release(fresh + others, hold_last=False)
+        handed = {id(e) for e in entries}
+        self._others += [e for e in others if id(e) in handed]
+        return entries
 
     def _poll_jsonl(self) -> list[Entry]:
         entries: list[Entry] = []
@@ -251,6 +288,9 @@ class FollowedRecording:
     The recording is what a Recorder would leave (manifest, recorder_open, step parts), so the
     live watcher and every reader treat it as a live run; close() writes the held-back step,
     compacts and writes recorder_close. An `imported` event at close says what was followed.
+    When the follower renumbers its entries, the steps written so far are replaced (one new part
+    with all of them, then the old parts are deleted: the watcher drops the rows of files that
+    vanished), a `steps_renumbered` event says why, and `renumbered` counts it.
     """
 
     def __init__(self, follower: SourceFollower, run_dir: str | os.PathLike[str], *, algorithm: str | None = None,
@@ -262,6 +302,7 @@ class FollowedRecording:
         self.run_dir = Path(run_dir)
         self.steps = 0
         self.last_step: int | None = None
+        self.renumbered = 0  # times the steps written were replaced by renumbered ones
         manifest = RunManifest(run_id=run_id or new_run_id(), algorithm=algorithm,
                                imported_from={"source": str(follower.source.resolve()), "kind": follower.kind,
                                               "followed": True})
@@ -293,10 +334,32 @@ class FollowedRecording:
     def _write(self, entries: list[Entry]) -> int:
         from rlprobe.importers.write import _step_rows
 
+        if self.follower.renumbered:
+            return self._replace(entries)
         if not entries:
             return 0
         rows = _step_rows(Parsed(kind=self.follower.kind, entries=entries))
         self._writer.write_steps(rows)
         self.steps += len(entries)
         self.last_step = entries[-1].step
+        return len(entries)
+
+    def _replace(self, entries: list[Entry]) -> int:
+        """Every step written so far, renumbered: the new part first, then the old parts go."""
+        from rlprobe.importers.write import _step_rows
+        from rlprobe.schemas import Event
+
+        old = sorted(self._writer.steps_dir.glob("part-*.parquet"))
+        was = (self.steps, self.last_step)
+        if entries:
+            self._writer.write_steps(_step_rows(Parsed(kind=self.follower.kind, entries=entries)))
+        for part in old:
+            part.unlink(missing_ok=True)
+        self.steps = len(entries)
+        self.last_step = entries[-1].step if entries else None
+        self.renumbered += 1
+        self._writer.append_event(Event(
+            kind="steps_renumbered", message=f"the {was[0]} steps written so far were renumbered: {self.follower.step_rule}",
+            data={"steps_before": was[0], "last_step_before": was[1], "steps": self.steps, "last_step": self.last_step,
+                  "step_rule": self.follower.step_rule}))
         return len(entries)

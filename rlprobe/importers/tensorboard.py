@@ -87,6 +87,25 @@ class EventReader:
         _speed_up_checksums()
         self.run = run
         self._loaders: dict[Path, Any] = {}
+        self.read_bytes: dict[Path, int] = {}  # per file: the bytes of the whole records read so far
+        self.records: dict[Path, int] = {}  # per file: the records read so far
+
+    def torn(self) -> list[dict[str, Any]]:
+        """The files whose bytes past the records read are not a whole record, as of the last read.
+
+        tensorboard's loader stops, without a word, at a record cut mid-write (the last one of a
+        live writer, or of a truncated copy) or one that fails its checksum; what follows it is
+        not read. Each: file, tail_bytes (what was not read), records (read before it), and
+        cut (True: the tail is shorter than the record its header announces, i.e. cut mid-write).
+        """
+        out = []
+        for path in self.files():
+            size, done = _size(path), self.read_bytes.get(path, 0)
+            if size <= done:
+                continue
+            out.append({"file": str(path), "tail_bytes": size - done, "records": self.records.get(path, 0),
+                        "cut": _cut_mid_record(path, done, size)})
+        return out
 
     def files(self) -> list[Path]:
         """The run's event files as of now."""
@@ -107,6 +126,8 @@ class EventReader:
                 loader = self._loaders[path] = RawEventFileLoader(str(path))
             for i, raw in enumerate(loader.Load()):
                 done += len(raw) + 16  # a record's framing: length, its CRC, the data's CRC
+                self.read_bytes[path] = self.read_bytes.get(path, 0) + len(raw) + 16
+                self.records[path] = self.records.get(path, 0) + 1
                 if progress is not None and i % 4096 == 0:
                     progress(min(done, total), total)
                 try:
@@ -120,6 +141,36 @@ class EventReader:
                     yield int(event.step), float(event.wall_time), scalars, texts
         if progress is not None:
             progress(total, total)
+
+
+def _cut_mid_record(path: Path, offset: int, size: int) -> bool:
+    """True when the bytes from offset on are the start of a record, shorter than its header says.
+
+    A record is: length (8 bytes, little-endian), the length's masked CRC32C (4), the data
+    (length bytes), the data's masked CRC32C (4). A header that fails its own CRC is corruption,
+    not a cut.
+    """
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            header = fh.read(12)
+    except OSError:
+        return False
+    if len(header) < 12:
+        return True
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    if masked_crc32c(header[:8]) != int.from_bytes(header[8:], "little"):
+        return False
+    return 16 + int.from_bytes(header[:8], "little") > size - offset
+
+
+def torn_note(torn: dict[str, Any]) -> str:
+    """One line on a file whose tail was not read (EventReader.torn)."""
+    why = ("cut mid-record: a live writer's last record, or a truncated copy" if torn["cut"] else
+           "a record that fails its checksum, and everything after it")
+    return (f"{torn['file']}: its last {torn['tail_bytes']} bytes are not a whole record ({why}); "
+            f"the {torn['records']} records before them are imported")
 
 
 def _size(path: Path) -> int:
@@ -202,7 +253,8 @@ def parse(run: Path, step_every: int | None = None, progress: Progress | None = 
         parsed.notes.append("--step-every is ignored: every TensorBoard event carries its step")
     rows: dict[int, dict[str, Any]] = {}
     texts: list[tuple[int, str, str]] = []
-    for step, wall, scalars, text in EventReader(run).read(progress):
+    reader = EventReader(run)
+    for step, wall, scalars, text in reader.read(progress):
         row = rows.get(step)
         if row is None:
             row = rows[step] = scalars  # the reader's own dict, made for this event
@@ -214,6 +266,7 @@ def parse(run: Path, step_every: int | None = None, progress: Progress | None = 
             texts += [(step, tag, t) for tag, t in text.items()]
     if not rows and not texts:
         raise SourceUnreadable(f"{run}: no readable TensorBoard record (not an event file, or every record is torn)")
+    parsed.torn = reader.torn()
     rows_to_parsed(parsed, rows, texts)
     parsed.step_rule = "the step of each TensorBoard event"
     return parsed

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlprobe import __version__
 from rlprobe.importers._common import Parsed
+from rlprobe.importers.tensorboard import torn_note
 from rlprobe.keymap import why_extra
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX, STEP_COLUMN_TYPES, Event, RunManifest, new_run_id
 
@@ -50,6 +51,7 @@ class ImportReport:
     skipped: dict[str, int] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    torn: list[dict[str, Any]] = field(default_factory=list)  # {file, tail_bytes, records, cut}: a tail not read
     algorithm: str | None = None
     algorithm_rule: str = ""
     model_name: str | None = None
@@ -94,6 +96,7 @@ class ImportReport:
         if self.bad_lines:
             shown = ", ".join(map(str, self.bad_lines[:10])) + (", ..." if len(self.bad_lines) > 10 else "")
             lines.append(f"  malformed lines skipped ({len(self.bad_lines)}): {shown}")
+        lines += [f"  torn: {torn_note(t)}" for t in self.torn]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(line for line in lines if line)
 
@@ -131,6 +134,7 @@ class RootReport:
             span = f"steps {r.first_step}..{r.last_step}" if r.steps else "no steps"
             lines.append(f"  {name}: {r.steps} steps ({span}), {r.samples} samples, {len(r.fields)} fields mapped"
                          + (f", {len(r.unmapped)} keys kept as extras" if r.unmapped else ""))
+            lines += [f"    torn: {torn_note(t)}" for t in r.torn]
         for name, why in self.failed:
             lines.append(f"  not imported: {name}: {why}")
         return "\n".join(lines)
@@ -246,7 +250,7 @@ def write_recording(parsed: Parsed, source: Path, run_dir: Path, *, algorithm: s
         derived=_ordered_union([e.mapped.derived for e in parsed.entries]),
         non_numeric=_ordered_union([e.mapped.skipped for e in parsed.entries]),
         bad_lines=list(parsed.bad_lines), skipped=dict(parsed.skipped), files=list(parsed.files),
-        notes=list(parsed.notes), algorithm=algorithm or parsed.algorithm,
+        notes=list(parsed.notes), torn=list(parsed.torn), algorithm=algorithm or parsed.algorithm,
         algorithm_rule="" if algorithm else parsed.algorithm_rule, model_name=model_name or parsed.model_name,
     )
     manifest = RunManifest(
