@@ -42,13 +42,19 @@ FIELD_KEYS: dict[str, str] = {
     "rewards/mean": "reward_mean",  # XTuner RLTrainer "data statistics"
     "mean_reward": "reward_mean",
     "avg_reward": "reward_mean",
+    "env/all/reward/total": "reward_mean",  # Tinker cookbook: mean total reward of the batch's episodes
     "reward_std": "reward_std",
+    "std_reward": "reward_std",  # beside mean_reward (Stable-Baselines' evaluate_policy pair, loops)
     "critic/score/min": "reward_min",
     "rewards/min": "reward_min",
     "critic/score/max": "reward_max",
     "rewards/max": "reward_max",
     # -- KL to the reference model -----------------------------------------------------------
-    "kl": "kl_mean",  # TRL GRPO (per token), OpenRLHF (to the initial model)
+    # The KL term of a GRPO-style loss is to the reference (verl's actor/kl_loss, slime's
+    # train/kl_loss; before its coefficient). Listed before a bare `kl`, so a dict holding both
+    # reads the loss term: there `kl` is the old-vs-new policy KL (verl's ppo_kl exported flat).
+    "kl_loss": "kl_mean",
+    "kl": "kl_mean",  # TRL GRPO (per token), OpenRLHF (to the initial model; its use_kl_loss term too)
     "objective/kl": "kl_mean",  # TRL PPO/RLOO: summed over the sequence
     "actor/kl_loss": "kl_mean",  # verl with use_kl_loss (GRPO)
     "actor/reward_kl_penalty": "kl_mean",  # verl with use_kl_in_reward (PPO): the KL before beta
@@ -62,12 +68,14 @@ FIELD_KEYS: dict[str, str] = {
     "objective/entropy": "entropy_mean",  # TRL PPO/RLOO: summed over the sequence; per token wins
     "entropy_loss": "entropy_mean",  # OpenRLHF logs the entropy itself; others its negation (abs)
     "actor/entropy_loss": "entropy_mean",  # older verl: the entropy itself
+    "optim/entropy": "entropy_mean",  # Tinker cookbook: -mean logprob of the sampled tokens, per token
     "val/ratio": "ratio_mean",  # TRL PPO: pi/pi_old
     "clip_ratio/region_mean": "clip_fraction",  # TRL GRPO >= 0.18
     "clip_ratio": "clip_fraction",  # TRL GRPO < 0.18
     "policy/clipfrac_avg": "clip_fraction",  # TRL PPO
     "actor/pg_clipfrac": "clip_fraction",  # verl
     "ppo_clip_ratio": "clip_fraction",  # OpenRLHF
+    "pg_clipfrac": "clip_fraction",  # slime (train/pg_clipfrac), verl's actor/pg_clipfrac exported flat
     "clip_frac": "clip_fraction",
     "clipfrac": "clip_fraction",
     # -- advantages and groups ---------------------------------------------------------------
@@ -76,6 +84,8 @@ FIELD_KEYS: dict[str, str] = {
     "zero_advantage_fraction": "adv_zero_frac",
     "group_reward_std": "group_reward_std_mean",
     "frac_reward_zero_std": "zero_variance_group_frac",  # TRL GRPO >= 0.18
+    "zero_std_group_ratio": "zero_variance_group_frac",
+    "env/all/by_group/frac_mixed": "zero_variance_group_frac",  # Tinker cookbook: 1 - this (VALUE_TRANSFORMS)
     # -- value head (PPO) --------------------------------------------------------------------
     "loss/value_avg": "value_loss",  # TRL PPO
     "critic/vf_loss": "value_loss",  # verl
@@ -90,10 +100,12 @@ FIELD_KEYS: dict[str, str] = {
     "loss/policy_avg": "loss",  # TRL PPO
     "actor/pg_loss": "loss",  # verl
     "policy_loss": "loss",  # OpenRLHF
+    "pg_loss": "loss",  # slime (train/pg_loss), verl's actor/pg_loss exported flat
     "learning_rate": "lr",
     "lr": "lr",
     "actor/lr": "lr",  # verl
     "actor_lr": "lr",  # OpenRLHF
+    "optim/lr": "lr",  # Tinker cookbook
     "grad_norm": "grad_norm",
     "actor/grad_norm": "grad_norm",  # verl
     # -- generation --------------------------------------------------------------------------
@@ -103,10 +115,13 @@ FIELD_KEYS: dict[str, str] = {
     "response_len/mean": "completion_len_mean",  # XTuner
     "response_length": "completion_len_mean",  # OpenRLHF
     "completion_length_mean": "completion_len_mean",
+    "response_length_mean": "completion_len_mean",  # verl's response_length/mean exported flat
     "avg_gen_tokens": "completion_len_mean",
+    "env/all/ac_tokens_per_turn": "completion_len_mean",  # Tinker cookbook: tokens per generation (turn)
     "completions/max_length": "completion_len_max",
     "response_length/max": "completion_len_max",
     "response_len/max": "completion_len_max",
+    "response_length_max": "completion_len_max",
     "max_gen_tokens": "completion_len_max",
     # The share of completions that reached the generation length limit: TRL's clipped_ratio is
     # 1 - (completions holding EOS) / all, verl's clip_ratio is length == max_response_length.
@@ -119,6 +134,8 @@ FIELD_KEYS: dict[str, str] = {
     "timing_s/step": "step_time_s",  # verl: the whole step
     "timing/step": "step_time_s",  # SkyRL
     "perf/step_time": "step_time_s",  # slime: waiting for the rollout plus training
+    "time/total": "step_time_s",  # Tinker cookbook: the whole iteration (evaluations included, like verl's)
+    "iter_time_s": "step_time_s",  # loops whose step is an iteration (`iteration`, `iter`), in seconds
     # Generation, or the rollout phase that holds it (where a trainer times the reward with it)
     "timing_s/gen": "generation_time_s",  # verl
     "timing/generate": "generation_time_s",  # SkyRL
@@ -145,11 +162,17 @@ FIELD_KEYS.update({name: name for name in STEP_FLOAT_FIELDS if name not in FIELD
 VALUE_TRANSFORMS: dict[str, Callable[[float], float]] = {
     "entropy_loss": abs,
     "actor/entropy_loss": abs,
+    # Tinker: the share of groups whose rewards are not all the same; the rest are degenerate.
+    "env/all/by_group/frac_mixed": lambda share_mixed: 1.0 - share_mixed,
 }
+
+# A time logged with its unit in the name (`step_time_seconds`, `rollout_time_s`) means the key
+# without the unit, when that key is a time in seconds: see seconds_key.
+SECONDS_SUFFIXES: tuple[str, ...] = ("_seconds", "_secs", "_sec", "_s")
 
 # Keys that carry the step number rather than a metric, in order of preference.
 STEP_KEYS: tuple[str, ...] = ("step", "global_step", "training/global_step", "train/global_step",
-                              "update", "iteration")
+                              "update", "iteration", "iter")
 
 # Per-sample checks a reward is built from, logged under a bare name: reward components.
 COMPONENT_KEYS: dict[str, str] = {
@@ -157,9 +180,10 @@ COMPONENT_KEYS: dict[str, str] = {
     "format_rate": "format_rate",
 }
 
-# Trackers namespace a trainer's keys (HF's W&B/TensorBoard callbacks and OpenRLHF log
-# `train/<key>`): the key under the namespace means what it means bare.
-NAMESPACES: tuple[str, ...] = ("train/",)
+# A trainer's keys under a training namespace mean what they mean bare: HF's W&B/TensorBoard
+# callbacks, OpenRLHF and slime log `train/<key>`, loops that also evaluate `train_<key>` beside
+# `eval_<key>`/`test_<key>` (which stay extras: evaluation is not the training step).
+NAMESPACES: tuple[str, ...] = ("train/", "train_")
 
 
 @dataclass(frozen=True)
@@ -201,6 +225,12 @@ RUN_DERIVATIONS: tuple[RunDerivation, ...] = (
                   "reward_std is 0, so every group's rewards are equal"),
 )
 
+# Evaluation metrics (HF's eval_, OpenRLHF's eval/, verl's val-core/ and val-aux/, Tinker's and
+# HF's test/ and test_): a dict holding nothing else is no training step (`_common.is_eval_only`);
+# beside training keys they stay extras. TRL PPO's val/ holds training statistics (val/ratio): not here.
+EVAL_PREFIXES: tuple[str, ...] = ("eval_", "eval/", "test_", "test/", "val-core/", "val-aux/")
+EVAL_PREFIX_PATTERN = "^(" + "|".join(re.escape(p) for p in EVAL_PREFIXES) + ")"
+
 # Keys trainers document that look like a field but are not one: kept as extras, with why.
 # (Anything else unmapped is simply unknown to rlprobe.) Exact keys, then key families.
 KNOWN_EXTRAS: dict[str, str] = {
@@ -239,6 +269,14 @@ KNOWN_EXTRAS: dict[str, str] = {
     "episode": "TRL PPO: samples seen so far",
     "epoch": "the Trainer's epoch counter",
     "eps": "TRL PPO: episodes per second",
+    "optim/kl_sample_train_v1": "Tinker cookbook: KL between the sampler's and the trainer's logprobs (their signed mean "
+                                "difference), not to the reference; logprob_mismatch is the mean |difference|",
+    "optim/kl_sample_train_v2": "Tinker cookbook: half the mean squared sampler-trainer logprob difference; "
+                                "logprob_mismatch is the mean |difference|",
+    "env/all/by_group/frac_all_good": "Tinker cookbook: degenerate groups that all succeeded; zero_variance_group_frac "
+                                      "is 1 - env/all/by_group/frac_mixed, both kinds",
+    "env/all/by_group/frac_all_bad": "Tinker cookbook: degenerate groups that all failed; zero_variance_group_frac "
+                                     "is 1 - env/all/by_group/frac_mixed, both kinds",
 }
 KNOWN_EXTRA_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^rewards/[^/]+/std$"), "TRL: a reward function's std; its mean is the reward component"),
@@ -256,8 +294,9 @@ KNOWN_EXTRA_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^critic/advantages/(max|min)$|^advantages/(max|min)$"), "the advantages' range; adv_mean is the mean"),
     (re.compile(r"^(prompt_length|prompt_len)/|^response_length/min$|^response_len/(min|std)$|^response_length_non_aborted/"),
      "prompt lengths, and response-length statistics without a field"),
-    (re.compile(r"^(timing_s|timing_per_token_ms|perf|timing)/"), "timings and throughput without a field"),
-    (re.compile(r"^(val-core|val-aux|eval)/|^eval_"), "evaluation metrics, not a training step's"),
+    (re.compile(r"^(timing_s|timing_per_token_ms|perf|timing|time)/"), "timings and throughput without a field"),
+    (re.compile(r"^progress/"), "Tinker cookbook: progress counters (batch, done_frac)"),
+    (re.compile(EVAL_PREFIX_PATTERN), "evaluation metrics, not a training step's"),
 )
 
 
@@ -361,10 +400,25 @@ def _resolve_bare(key: str) -> tuple[str, str] | None:
     target = FIELD_KEYS.get(key)
     if target is not None:
         return ("field", key)
+    timed = seconds_key(key)
+    if timed is not None:
+        return ("field", timed)
     if key in COMPONENT_KEYS:
         return ("component", COMPONENT_KEYS[key])
     component = _component_of(key)
     return ("component", component) if component is not None else None
+
+
+def seconds_key(key: str) -> str | None:
+    """The key a time logged with its unit in its name stands for: `step_time_seconds` is `step_time`
+    (TRL's name, seconds), `rollout_time_s` is `rollout_time`; None unless that key is a time in seconds."""
+    for suffix in SECONDS_SUFFIXES:
+        if key.endswith(suffix):
+            stem = key[: -len(suffix)]
+            for candidate in (stem, stem + "_s"):
+                if candidate != key and FIELD_KEYS.get(candidate, "").endswith("_time_s"):
+                    return candidate
+    return None
 
 
 def map_metrics(metrics: Mapping[str, Any]) -> MappedMetrics:

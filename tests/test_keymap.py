@@ -166,6 +166,50 @@ def test_timing_keys_of_several_trainers() -> None:
     assert mapped.extra == {"seq_len_mean": 253.0} and "prompt and completion" in keymap.why_extra("seq_len_mean")
 
 
+def test_a_time_with_its_unit_in_its_name() -> None:
+    for key, target in {"step_time_seconds": "step_time_s", "step_time_sec": "step_time_s", "rollout_time_s": "generation_time_s",
+                        "t_train_secs": "optimization_time_s", "iter_time_s": "step_time_s", "iter_time_seconds": "step_time_s",
+                        "time/total": "step_time_s"}.items():
+        assert map_metrics({key: 2.5}).fields == {target: 2.5}, key
+    # Only a time in seconds: a throughput per second, a cumulative elapsed time or a bare iter_time
+    # (milliseconds in nanoGPT-style loops) are no step time.
+    assert map_metrics({"samples_per_sec": 3.0, "elapsed_s": 80.0, "iter_time": 250.0, "loss_s": 1.0}).fields == {}
+
+
+def test_a_training_namespace_is_read_through_and_evaluation_is_not() -> None:
+    mapped = map_metrics({"train_reward": 0.7, "train_reward_std": 0.38, "train_loss": 0.2, "train_step": 4,
+                          "eval_reward": 0.6, "test_reward": 0.5, "train/kl_loss": 0.01, "train/pg_clipfrac": 0.02})
+    assert mapped.step == 4
+    assert mapped.fields == {"reward_mean": 0.7, "reward_std": 0.38, "loss": 0.2, "kl_mean": 0.01, "clip_fraction": 0.02}
+    assert mapped.unmapped == ["eval_reward", "test_reward"]
+    assert keymap.why_extra("test_reward") == keymap.why_extra("eval_reward") == "evaluation metrics, not a training step's"
+
+
+def test_the_kl_term_of_the_loss_is_the_kl_to_the_reference() -> None:
+    # verl's names exported flat: kl is its ppo_kl (old vs new policy), kl_loss its KL-to-reference loss term.
+    mapped = map_metrics({"kl": 1e-5, "kl_loss": 0.0012, "pg_loss": -0.01, "response_length_mean": 1828.0,
+                          "response_length_max": 8192.0, "zero_std_group_ratio": 0.375})
+    assert mapped.fields == {"kl_mean": 0.0012, "loss": -0.01, "completion_len_mean": 1828.0, "completion_len_max": 8192.0,
+                             "zero_variance_group_frac": 0.375}
+    assert mapped.shadowed == ["kl"] and mapped.extra == {"kl": 1e-5}
+    assert map_metrics({"kl": 0.03}).fields == {"kl_mean": 0.03}  # alone, kl keeps its TRL/OpenRLHF meaning
+
+
+def test_tinker_cookbook_keys() -> None:
+    mapped = map_metrics({"step": 2, "env/all/reward/total": 0.6, "env/all/ac_tokens_per_turn": 2517.4, "optim/entropy": 0.53,
+                          "optim/lr": 4e-5, "env/all/by_group/frac_mixed": 0.75, "env/all/by_group/frac_all_good": 0.25,
+                          "optim/kl_sample_train_v1": 0.001, "time/total": 381.2, "time/train": 60.3, "progress/batch": 2})
+    assert mapped.fields == pytest.approx({"reward_mean": 0.6, "completion_len_mean": 2517.4, "entropy_mean": 0.53, "lr": 4e-5,
+                                           "zero_variance_group_frac": 0.25, "step_time_s": 381.2})
+    assert all(keymap.why_extra(k) for k in mapped.unmapped)  # the rest are known extras, each with why
+    assert "sampler" in keymap.why_extra("optim/kl_sample_train_v1")
+    assert infer_algorithm(mapped.fields)[0] == "grpo"
+
+
+def test_std_reward_beside_mean_reward() -> None:
+    assert map_metrics({"mean_reward": 0.9, "std_reward": 0.16}).fields == {"reward_mean": 0.9, "reward_std": 0.16}
+
+
 def test_trl_grpo_key_sets_mean_grpo() -> None:
     older = {"loss": 0.0, "grad_norm": 0.1, "learning_rate": 1e-6, "completion_length": 230.0, "kl": 0.05,
              "reward": 0.4, "reward_std": 0.3, "rewards/reward_fn": 0.4, "epoch": 0.1}  # TRL < 0.17, no frac_reward_zero_std
@@ -214,6 +258,7 @@ def test_degenerate_groups_are_not_derived_where_that_is_not_exact() -> None:
     {"policy/entropy_avg": 0.34, "objective/entropy": 25.9, "entropy_loss": -1.0, "truncated_count": 2, "rollout_count": 8},
     {"step": math.nan, "global_step": 4, "reward": "0.25", "note": "text", "rewards/a/mean": 1.0, "rewards/a": 2.0},
     {"train/reward": 1.0, "reward": 2.0, "train/global_step": 5, "iteration": 9},
+    {"env/all/by_group/frac_mixed": 0.5, "train_reward": 0.1, "kl": 0.2, "kl_loss": 0.3, "step_time_seconds": 9.0, "iter": 2},
 ])
 def test_the_compiled_plan_maps_like_the_key_by_key_rules(logged: dict) -> None:
     # map_metrics compiles one plan per key set; whatever the values, it must agree with the rules.

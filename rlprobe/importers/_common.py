@@ -14,15 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from rlprobe.keymap import MappedMetrics, derive_degenerate_groups, derive_run, infer_algorithm, map_metrics
+from rlprobe.keymap import EVAL_PREFIXES, MappedMetrics, derive_degenerate_groups, derive_run, infer_algorithm, map_metrics
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX
 
-# The dict the HF Trainer logs once, after the last step: totals, not a step's metrics.
-SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"})
+# The dict the HF Trainer logs once, after the last step: totals, not a step's metrics. Its
+# train_loss (the run's mean loss) is no mark of it: loops log a step's own train_loss.
+SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos"})
 
 # Keys every HF Trainer log carries whatever it is about; they say nothing about training.
 _BOOKKEEPING = frozenset({"epoch", "step", "global_step", "training/global_step", "train/global_step", "train/epoch",
-                          "wall_time", "_step", "update", "iteration"})
+                          "wall_time", "_step", "update", "iteration", "iter"})
 
 # HF hub cache folders name the model: .../models--Qwen--Qwen2.5-7B-Instruct/snapshots/...
 _HF_CACHE_MODEL = re.compile(r"models--([A-Za-z0-9][\w.-]*)--([\w.-]+?)(?=/|\\|$|\s)")
@@ -78,9 +79,10 @@ def is_summary(metrics: Mapping[str, Any]) -> bool:
 
 
 def is_eval_only(metrics: Mapping[str, Any]) -> bool:
-    """True for an evaluation log: every key but the bookkeeping ones starts with eval_."""
+    """True for an evaluation log: every key but the bookkeeping ones is an evaluation metric
+    (eval_, eval/, test_, test/, val-core/, val-aux/: keymap.EVAL_PREFIXES)."""
     keys = [k for k in metrics if k not in _BOOKKEEPING]
-    return bool(keys) and all(str(k).startswith(("eval_", "eval/")) for k in keys)
+    return bool(keys) and all(str(k).startswith(EVAL_PREFIXES) for k in keys)
 
 
 def has_known_metric(mapped: MappedMetrics) -> bool:
