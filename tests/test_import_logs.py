@@ -124,6 +124,84 @@ def test_openrlhf_console_log_reads_the_episode_bar_status(tmp_path: Path) -> No
                        "max_len_hit_frac": 0.1, "value_loss": 0.3})
 
 
+# -- metric lines: a step counter, then key=value / key: value pairs -------------------------------
+
+def test_a_loops_metric_lines_import_among_bars_messages_and_a_traceback(tmp_path: Path) -> None:
+    lines = [
+        "Spawning workers...",
+        "\rLoading dataset:   0%|          | 0/500 [00:00<?, ? examples/s]\rLoading dataset: 100%|##########| 500/500",
+        "  Worker: ({'node': 0/1, 'gpu': 0/4}, 'rank 0/4 ready on cuda:0')",  # a tuple holding a dict: no metrics
+        "Run: 500 prompts, 16 prompts/step, 4 steps total",  # a `key: value` line without a step counter
+    ]
+    for step in range(4):
+        lines.append(f"step:{step} | pg_loss={0.1 * step:.4f} | kl_divergence={0.001 * step:.4f} | mean_reward={0.2 + 0.1 * step:.4f}"
+                     f" | grad_norm={1.5 + step:.4f} | step_time_seconds={60.0 + step:.2f} | samples_per_sec=4.2 | epoch=0")
+        if step == 1:
+            lines.append("Checkpoint saved: /ckpt/step_2")
+    lines += ["Traceback (most recent call last):", "  File \"train.py\", line 9, in <module>", "ValueError: boom"]
+    (tmp_path / "train.log").write_text("\n".join(lines) + "\n")
+
+    assert detect(tmp_path / "train.log") == "console"
+    report = import_source(tmp_path / "train.log", tmp_path / "run")
+    assert (report.steps, report.first_step, report.last_step) == (4, 0, 3)
+    assert "step counter of each metric line" in report.step_rule
+    assert steps_of(tmp_path / "run", "step, loss, kl_mean, reward_mean, grad_norm, step_time_s")[3] == pytest.approx(
+        {"step": 3, "loss": 0.3, "kl_mean": 0.003, "reward_mean": 0.5, "grad_norm": 4.5, "step_time_s": 63.0})
+    assert report.unmapped == ["samples_per_sec", "epoch"]
+
+
+@pytest.mark.parametrize("line, step", [
+    ("step:7 | loss=0.5 | reward=0.25", 7),
+    ("step=7, loss=0.5, reward=0.25", 7),
+    ("Step 7: loss: 0.5, reward: 0.25", 7),
+    ("2026-01-02 10:00:00,123 INFO train: [Step 7/200] loss=0.5 reward=0.25", 7),  # a prefix, a count of a total
+    ("INFO:__main__:iter 7 loss=0.5; reward=0.25", 7),
+    ("Epoch 1 | Iteration 7 | loss: 0.5 | reward: 0.25", 7),
+    ("global_step=7 loss=np.float64(0.5) reward=0.25 note=ok", 7),
+])
+def test_metric_lines_in_the_spellings_loops_print(tmp_path: Path, line: str, step: int) -> None:
+    (tmp_path / "out.txt").write_text("starting\n" + line + "\n")
+    report = import_source(tmp_path / "out.txt", tmp_path / "run")
+    assert steps_of(tmp_path / "run", "step, loss, reward_mean") == [{"step": step, "loss": 0.5, "reward_mean": 0.25}]
+    assert report.unmapped == []
+
+
+def test_verl_lines_keep_their_prefix_out_of_the_metrics(tmp_path: Path) -> None:
+    source = tmp_path / "verl.out"
+    source.write_text("(TaskRunner pid=4242) step:3 - actor/pg_loss:np.float64(-0.01) - actor/kl_loss:0.002 - "
+                      "critic/score/mean:0.7 - timing_s/step:412.5 - val-core/math/acc/mean@4:0.61\n")
+    report = import_source(source, tmp_path / "run")
+    assert steps_of(tmp_path / "run", "step, loss, kl_mean, reward_mean, step_time_s") == [
+        {"step": 3, "loss": -0.01, "kl_mean": 0.002, "reward_mean": 0.7, "step_time_s": 412.5}]
+    assert report.unmapped == ["val-core/math/acc/mean@4"]  # ray's (pid=...) prefix is not a metric
+
+
+def test_lines_that_only_look_like_metric_lines_are_not_read(tmp_path: Path) -> None:
+    source = tmp_path / "noise.log"
+    source.write_text("\n".join([
+        "Namespace(lr=1e-05, step=0, kl_coef=0.1, model='qwen')",  # one number after the counter
+        "[INFO] [Rank 0] step=10, skipped=0, lr=[1e-06], mom=[(0.9, 0.95)]",  # DeepSpeed: lists are no numbers
+        "Checkpoint saved: /ckpt/step_20",
+        "Epoch 1 | Step 5 | loss 0.3 | reward 0.5",  # pairs without = or :
+        " 12%|#         | 5/40 [01:23<09:43, step=5, loss=0.1, reward=0.5]",  # a progress bar's postfix
+        "step 3 | tokens=12 | workers=4",  # no known metric
+    ]) + "\n")
+    with pytest.raises(SourceUnreadable, match="unknown format"):
+        import_source(source, tmp_path / "run")
+
+
+def test_a_follower_reads_metric_lines_as_the_import_does(tmp_path: Path) -> None:
+    from rlprobe.importers.follow import SourceFollower
+
+    source = tmp_path / "train.log"
+    source.write_text("booting\nstep:0 | loss=0.5 | mean_reward=0.1\nstep:1 | loss=0.4 | mean_")
+    follower = SourceFollower(source, "console")
+    assert [e.step for e in follower.poll()] == [0]
+    with open(source, "a") as fh:
+        fh.write("reward=0.2\n")
+    assert [(e.step, e.mapped.fields) for e in follower.poll()] == [(1, {"loss": 0.4, "reward_mean": 0.2})]
+
+
 # -- HF console logs: logging_steps from what the log prints --------------------------------------
 
 def trainer_dict(i: int) -> str:

@@ -2,10 +2,12 @@
 
 The HF Trainer prints one Python dict per logging step (`{'loss': 0.01, 'reward': 0.9, ...}`,
 values sometimes strings), in between tqdm bars (carriage returns), warnings and the user's own
-logging. A dict can follow a prefix on its line. verl prints `step:N - key:value - ...` lines
-instead; OpenRLHF sets its `Episode [e/E]` progress bar's postfix to each step's status
-(`policy_loss=..., reward=..., kl=...`). All three are read (the postfixes only when the log has
-neither dicts nor verl lines: OpenRLHF prints neither).
+logging. A dict can follow a prefix on its line. Metric lines carry their step instead: verl's
+`step:N - key:value - ...`, and the lines home-grown loops print (`step:0 | loss=0.1 | kl=0.02`,
+`Step 3: reward: 0.5, kl: 0.01`, `iter 12 loss=... reward=...`): a step counter, then
+`key=value` or `key: value` pairs (`metric_line`). OpenRLHF sets its `Episode [e/E]` progress
+bar's postfix to each step's status (`policy_loss=..., reward=..., kl=...`). All three are read
+(the postfixes only when the log has neither dicts nor metric lines: OpenRLHF prints neither).
 
 Trainer dicts carry no step number: entry i (0-based) is step `logging_steps * (i + 1)`, which
 is when the Trainer logs. logging_steps is, in order:
@@ -40,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from rlprobe.importers._common import Entry, Parsed, classify, has_known_metric, is_summary, model_from_text, read_text
-from rlprobe.keymap import FIELD_KEYS, map_metrics
+from rlprobe.keymap import FIELD_KEYS, map_metrics, to_float
 
 _DICT_START = re.compile(r"\{\s*['\"]")
 # Python prints nan/inf bare, which literal_eval refuses; they are values worth keeping.
@@ -54,7 +56,15 @@ _TOTAL_STEPS = re.compile(r"Total optimization steps\s*=\s*([\d,]+)")
 _FINAL_GLOBAL_STEP = re.compile(r"(?:^|\n)wandb:\s+train/global_step\s+(\d+)\s*$|TrainOutput\(global_step=(\d+)", re.M)
 # tqdm's bar: "  5%|▌         | 12/250 [00:31<10:04,  2.54s/it]"
 _TQDM = re.compile(r"\d{1,3}%\|[^|\r\n]{0,80}\|\s*(\d+)/(\d+)\s*\[")
-_VERL_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.+)$")
+# A metric line's step counter, spelled `step:0`, `step=0`, `Step 0`, `[Step 3/100]`, `iter 12`,
+# `global_step=40` (case aside); a count out of a total (`3/100`) is the count.
+_COUNTER = re.compile(r"(?<![\w.-])(global_step|step|update|iteration|iter)(?:\s*[:=]\s*|\s+)(\d+)(?:\s*/\s*\d+)?(?![\w.])",
+                      re.IGNORECASE)
+_COUNTER_NAMES = ("step", "global_step", "update", "iteration", "iter")  # preferred first, as keymap.STEP_KEYS
+# One `key=value` or `key: value` pair, between separators (spaces, |, comma, semicolon, verl's -).
+_PAIR = re.compile(r"(?:^|(?<=[\s|,;(\[]))([A-Za-z_][\w./@-]*)(?:=|:)\s*([^\s|,;=]+)")
+_BAR = re.compile(r"\d{1,3}%\|")  # a tqdm bar: its postfix is OpenRLHF's reading, not a metric line
+_MIN_PAIRS = 2  # numeric pairs after the counter that make a line a metrics line
 # OpenRLHF: "Episode [1/1]:  12%|█▏        | 5/40 [01:23<09:43, 16.66s/it, policy_loss=0.0123, reward=0.5]"
 _EPISODE_BAR = re.compile(r"Episode \[\d+/\d+\]:\s*\d{1,3}%\|[^|]*\|\s*\d+/\d+\s*\[[^\],]*,[^\],]*,\s*([^\]]*=[^\]]*)\]")
 _NUMBER_WRAPPER = re.compile(r"^[\w.]+\((.*)\)$")  # np.float64(0.5) -> 0.5
@@ -72,16 +82,36 @@ def _looks_like_metrics(text: str) -> bool:
     return any(key in _METRIC_KEYS or key.startswith("rewards/") for key in _QUOTED_KEY.findall(text))
 
 
-def _verl_pairs(body: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for part in body.split(" - "):
-        key, sep, value = part.partition(":")
-        if not sep:
+def metric_line(segment: str) -> tuple[int, dict[str, Any]] | None:
+    """(step, pairs) of a line that prints one step's metrics, else None.
+
+    The line holds a step counter (`step`, `global_step`, `update`, `iteration`, `iter`, spelled
+    `step:N`, `step=N` or `step N`) followed by at least two `key=value` or `key: value` pairs
+    with numeric values, separated by spaces, `|`, commas, semicolons or verl's ` - `. What comes
+    before the counter is the line's prefix (a timestamp, a logger name, ray's `(pid=...)`), not
+    metrics. Values keep their text (`np.float64(0.5)` is 0.5); a value that is no number stays
+    a string, which the import lists as not a number.
+    """
+    if _BAR.search(segment):
+        return None
+    counters = list(_COUNTER.finditer(segment))
+    if not counters:
+        return None
+    first = counters[0]
+    chosen = min(counters, key=lambda m: _COUNTER_NAMES.index(m.group(1).lower()))
+    pairs: dict[str, Any] = {}
+    numbers = 0
+    for match in _PAIR.finditer(segment, first.end()):
+        key, value = match.group(1), match.group(2)
+        if key.lower() in _COUNTER_NAMES:
             continue
-        value = value.strip()
         wrapped = _NUMBER_WRAPPER.match(value)
-        out[key.strip()] = wrapped.group(1) if wrapped else value
-    return out
+        value = wrapped.group(1) if wrapped else value.rstrip(")]}")
+        pairs[key] = value
+        numbers += to_float(value) is not None
+    if numbers < _MIN_PAIRS:
+        return None
+    return int(chosen.group(2)), pairs
 
 
 def episode_postfixes(text: str, last: str | None = None) -> tuple[list[tuple[int, dict[str, Any]]], str | None]:
@@ -114,13 +144,13 @@ def episode_postfixes(text: str, last: str | None = None) -> tuple[list[tuple[in
 
 def scan(text: str, offsets: list[int] | None = None
          ) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, int, dict[str, Any]]], list[int]]:
-    """Trainer dicts (line, dict), verl lines (line, step, dict) and malformed line numbers.
+    """Trainer dicts (line, dict), metric lines (line, step, dict) and malformed line numbers.
 
     With `offsets`, the character offset in text where each dict starts is appended to it (the
     progress bar's counts printed before a dict bound its step: StepEvidence).
     """
     dicts: list[tuple[int, dict[str, Any]]] = []
-    verl: list[tuple[int, int, dict[str, Any]]] = []
+    lines: list[tuple[int, int, dict[str, Any]]] = []
     bad: list[int] = []
     at = 0
     for number, line in enumerate(text.split("\n"), start=1):
@@ -130,9 +160,9 @@ def scan(text: str, offsets: list[int] | None = None
             segment_start, segment_at = segment_at, segment_at + len(segment) + 1
             start = _DICT_START.search(segment)
             if start is None:
-                match = _VERL_LINE.search(segment)
-                if match:
-                    verl.append((number, int(match.group(1)), _verl_pairs(match.group(2))))
+                found = metric_line(segment)
+                if found is not None:
+                    lines.append((number, found[0], found[1]))
                 continue
             end = segment.rfind("}")
             candidate = segment[start.start(): end + 1] if end > start.start() else segment[start.start():]
@@ -146,7 +176,7 @@ def scan(text: str, offsets: list[int] | None = None
                 dicts.append((number, value))
                 if offsets is not None:
                     offsets.append(segment_start + start.start())
-    return dicts, verl, bad
+    return dicts, lines, bad
 
 
 class StepEvidence:
@@ -255,13 +285,16 @@ def _floor_match(t: int, entries: int) -> list[int]:
     return [n for n in range(max(1, math.floor(t / (entries + 1))), t // entries + 1) if t // n == entries]
 
 
+LINE_STEP_RULE = "the step counter of each metric line (verl's step:N - key:value, a loop's step=N | key=value)"
+
+
 def parse(path: Path, step_every: int | None = None) -> Parsed:
     """Read a console log (read-only) into mapped entries; see the module doc for step numbers."""
     text = read_text(path)
     parsed = Parsed(kind="console", files=[str(path)])
     parsed.model_name = model_from_text(text)
     offsets: list[int] = []
-    dicts, verl, parsed.bad_lines = scan(text, offsets)
+    dicts, lines, parsed.bad_lines = scan(text, offsets)
     kept = []
     kept_at = []
     completed = False
@@ -285,11 +318,11 @@ def parse(path: Path, step_every: int | None = None) -> Parsed:
             every, rule = evidence.rule()
         parsed.entries = [Entry(step=every * (i + 1), mapped=m, line=n) for i, (n, m) in enumerate(kept)]
         parsed.step_rule = rule
-    for number, step, item in verl:
-        mapped = map_metrics(item)
-        if has_known_metric(mapped):
+    for number, step, item in lines:
+        mapped = classify(item, parsed)
+        if mapped is not None and has_known_metric(mapped):
             parsed.entries.append(Entry(step=step, mapped=mapped, line=number))
-            parsed.step_rule = parsed.step_rule or "the step:N of each verl line"
+            parsed.step_rule = parsed.step_rule or LINE_STEP_RULE
     if not parsed.entries:
         postfixes, _ = episode_postfixes(text)
         for k, (number, item) in enumerate(postfixes, start=1):
@@ -303,9 +336,9 @@ def parse(path: Path, step_every: int | None = None) -> Parsed:
 
 
 def looks_like(text: str) -> bool:
-    """True when text holds a printed metrics dict or a verl step line."""
-    dicts, verl, _ = scan(text)
-    if verl:
+    """True when text holds a printed metrics dict or a metric line naming a known metric."""
+    dicts, lines, _ = scan(text)
+    if any(has_known_metric(map_metrics(d)) for _, _, d in lines):
         return True
     if any(has_known_metric(map_metrics(d)) for _, d in dicts):
         return True
