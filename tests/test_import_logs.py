@@ -190,6 +190,60 @@ def test_lines_that_only_look_like_metric_lines_are_not_read(tmp_path: Path) -> 
         import_source(source, tmp_path / "run")
 
 
+# -- rows that are no training step -----------------------------------------------------------------
+
+def test_an_evaluation_before_training_is_not_a_step(tmp_path: Path) -> None:
+    rows = [{"iteration": 0, "accuracy": 0.8, "prm_mean": 0.9, "n_scored": 150}]  # evaluation, under bare names
+    rows += [{"iteration": i, "loss": 0.01, "mean_reward": 0.5 + i / 10, "std_reward": 0.2, "iter_time_s": 120.0}
+             for i in (1, 2)]
+    rows += [{"iteration": 3, "loss": 0.01, "mean_reward": 0.8, "std_reward": 0.2, "accuracy": 0.82}]
+    (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    report = import_source(tmp_path / "m.jsonl", tmp_path / "run")
+    assert (report.steps, report.first_step) == (3, 1)
+    assert report.skipped == {"rows before training with no training field (an evaluation before training)": 1}
+    assert steps_of(tmp_path / "run", "step, reward_mean, reward_std, step_time_s")[0] == pytest.approx(
+        {"step": 1, "reward_mean": 0.6, "reward_std": 0.2, "step_time_s": 120.0})
+
+    # A source no row of which maps a field keeps its rows, as extras.
+    (tmp_path / "x.jsonl").write_text("\n".join(json.dumps({"step": s, "my_score": 0.1 * s}) for s in (0, 1)) + "\n")
+    assert import_source(tmp_path / "x.jsonl", tmp_path / "x").steps == 2
+
+
+@pytest.mark.parametrize("evaluation", [
+    {"step": 0, "eval_reward": 0.55, "eval_perplexity": 4.5},
+    {"step": 0, "test/env/all/reward/total": 0.61, "test/env/all/by_group/frac_mixed": 0.2},
+    {"step": 0, "val-core/math/acc/mean@4": 0.7, "val-aux/math/reward/mean@4": 0.7},
+])
+def test_evaluation_rows_are_left_out_and_their_keys_stay_extras(tmp_path: Path, evaluation: dict[str, Any]) -> None:
+    rows = [evaluation, {"step": 1, "train_reward": 0.7, "train_reward_std": 0.38, "train_loss": 0.2, "eval_reward": 0.6,
+                         "test/env/all/reward/total": 0.6}]
+    (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    report = import_source(tmp_path / "m.jsonl", tmp_path / "run")
+    assert (report.steps, report.skipped) == (1, {"eval": 1})
+    assert steps_of(tmp_path / "run", "step, reward_mean, reward_std, loss") == [
+        {"step": 1, "reward_mean": 0.7, "reward_std": 0.38, "loss": 0.2}]  # train_loss of a step is no totals dict
+    assert report.unmapped == ["eval_reward", "test/env/all/reward/total"]
+
+
+def test_a_follower_leaves_out_the_evaluation_before_training_as_the_import_does(tmp_path: Path) -> None:
+    from rlprobe.importers.follow import SourceFollower
+
+    source = tmp_path / "m.jsonl"
+    source.write_text(json.dumps({"iteration": 0, "accuracy": 0.8}) + "\n")
+    follower = SourceFollower(source, "jsonl")
+    assert follower.poll() == []  # no row has mapped a training field yet: it waits
+    with open(source, "a") as fh:
+        fh.write(json.dumps({"iteration": 1, "mean_reward": 0.5}) + "\n" + json.dumps({"iteration": 2, "mean_reward": 0.6}) + "\n")
+    assert [e.step for e in follower.poll()] == [1, 2]
+    assert follower.close() == []
+    assert follower.parsed.skipped == {"rows before training with no training field (an evaluation before training)": 1}
+
+    lone = tmp_path / "lone.jsonl"
+    lone.write_text(json.dumps({"step": 0, "my_score": 0.8}) + "\n")
+    follower = SourceFollower(lone, "jsonl")
+    assert follower.poll() == [] and [e.step for e in follower.close()] == [0]  # nothing ever trained: kept
+
+
 def test_a_follower_reads_metric_lines_as_the_import_does(tmp_path: Path) -> None:
     from rlprobe.importers.follow import SourceFollower
 

@@ -169,12 +169,42 @@ _PLACEHOLDER_PRONE = frozenset({"entropy_mean", "kl_mean", "grad_norm", "loss", 
                                 "logprob_mismatch", "value_loss", "ratio_mean", "adv_std"})
 
 
+# Why rows before training are left out (the report's "left out" line).
+EVALUATION_FIRST = "rows before training with no training field (an evaluation before training)"
+
+
+def before_training(entries: list[Entry]) -> int | None:
+    """The first step that maps a StepRecord field, when some later-or-equal entry does; else None.
+
+    Entries at lower steps that map no field are no training step: an evaluation before training
+    (verl's val_before_train, a loop's baseline evaluation at step 0), whose keys name no loss,
+    reward, KL or other field of a step; its `accuracy` is the evaluation's, not a reward
+    component. Only rows before the first training row are judged so: later rows that map no
+    field (a tag logged at its own steps) stay, as extras.
+    """
+    steps = [e.step for e in entries if e.mapped.fields]
+    return min(steps) if steps else None
+
+
+def drop_evaluation_first(parsed: Parsed) -> None:
+    """Leave out the entries before the first training step that map no field (before_training)."""
+    first = before_training(parsed.entries)
+    if first is None:
+        return
+    kept = [e for e in parsed.entries if e.step >= first or e.mapped.fields]
+    if len(kept) < len(parsed.entries):
+        parsed.skip(EVALUATION_FIRST, len(parsed.entries) - len(kept))
+        parsed.entries = kept
+
+
 def finish(parsed: Parsed) -> Parsed:
-    """What needs the whole run: run-level derivations, the algorithm, constant placeholders.
+    """What needs the whole run: rows before training, run-level derivations, the algorithm,
+    constant placeholders.
 
     Every reader's result goes through this once, before it is written (rlprobe.keymap says
     which derivations are exact and why they need every step).
     """
+    drop_evaluation_first(parsed)
     mapped = [e.mapped for e in parsed.entries]
     parsed.notes += derive_degenerate_groups(mapped, parsed.group_size, parsed.binary_rewards)
     parsed.notes += derive_run(mapped)

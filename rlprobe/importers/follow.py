@@ -4,7 +4,7 @@ What `rlprobe watch train.log` needs: the trainer appends to a log, a JSONL file
 event file, or rewrites trainer_state.json at each checkpoint, and every poll turns what is
 new into entries, never an entry twice.
 
-- console logs (HF dicts, verl lines, OpenRLHF's Episode bar postfixes) and JSONL are read from the byte offset where the last poll stopped, whole lines
+- console logs (HF dicts, metric lines, OpenRLHF's Episode bar postfixes) and JSONL are read from the byte offset where the last poll stopped, whole lines
   only (a line still being written waits for its newline);
 - a TensorBoard run is read by tensorboard's record reader, which keeps its offset;
 - trainer_state.json is read whole when it changes (the Trainer rewrites it), entries past the
@@ -33,8 +33,8 @@ from typing import Any, Callable
 
 from rlprobe.errors import SourceUnreadable
 from rlprobe.importers import console_log, metrics_file, tensorboard, trainer_state, xtuner_log
-from rlprobe.importers._common import Entry, Parsed, classify
-from rlprobe.keymap import MappedMetrics, map_metrics
+from rlprobe.importers._common import EVALUATION_FIRST, Entry, Parsed, before_training, classify
+from rlprobe.keymap import MappedMetrics
 
 FOLLOWED = ("console", "jsonl", "trainer_state", "tensorboard", "xtuner")
 
@@ -62,9 +62,12 @@ class SourceFollower:
         self._reader: tensorboard.EventReader | None = None
         self._evidence = console_log.StepEvidence()
         self._dicts: list[tuple[MappedMetrics, int]] = []  # every Trainer dict taken: (mapped, line)
-        self._others: list[Entry] = []  # verl lines and OpenRLHF postfixes handed out (they carry their step)
+        self._others: list[Entry] = []  # metric lines and OpenRLHF postfixes handed out (they carry their step)
         self._last_postfix: str | None = None
         self._postfixes = 0
+        self._waiting: list[Entry] = []  # entries read before any row mapped a training field
+        self._first_trained: int | None = None  # the first step that did (_training)
+        self._evaluation_first: set[int] = set()  # steps left out as rows before training
         self._poll: Callable[[], list[Entry]] = {
             "console": self._poll_console, "jsonl": self._poll_jsonl, "trainer_state": self._poll_trainer_state,
             "tensorboard": self._poll_tensorboard, "xtuner": self._poll_xtuner,
@@ -76,17 +79,42 @@ class SourceFollower:
         self.renumbered = False
         if not self.source.exists():
             return []
-        return self._poll()
+        return self._training(self._poll())
 
     def close(self) -> list[Entry]:
         """What is left: the held-back step, now that nothing more will come."""
         out = self.poll()
         if self._held is not None:
-            out.append(self._held)
+            out += self._training([self._held])
             self._held = None
+        if self._waiting:  # no row ever mapped a training field: what was read is all there is
+            out = sorted(self._waiting + out, key=lambda e: e.step)
+            self._waiting = []
         return out
 
     # -- helpers ---------------------------------------------------------------------------
+    def _training(self, entries: list[Entry]) -> list[Entry]:
+        """Entries without rows before training that map no field, as `rlprobe import` leaves
+        them out (_common.before_training): rows wait until a row maps a field, which decides."""
+        if self.renumbered:  # every entry is handed out again: decide on them all
+            self._waiting, self._first_trained = [], None
+        if self._first_trained is None:
+            entries = self._waiting + entries
+            self._first_trained = before_training(entries)
+            if self._first_trained is None:
+                self._waiting = entries
+                return []
+            self._waiting = []
+        kept = []
+        for e in entries:
+            if e.mapped.fields or e.step >= self._first_trained:
+                kept.append(e)
+            else:
+                self._evaluation_first.add(e.step)
+        if self._evaluation_first:
+            self.parsed.skipped[EVALUATION_FIRST] = len(self._evaluation_first)
+        return sorted(kept, key=lambda e: e.step)
+
     def _release(self, entries: list[Entry], hold_last: bool) -> list[Entry]:
         """Entries past the last step released; with hold_last the newest step waits for a later one."""
         fresh = [e for e in entries if self._released is None or e.step > self._released]
@@ -151,7 +179,7 @@ class SourceFollower:
             return []
         chunk = "\n".join(line for _, line in lines)
         offsets: list[int] = []
-        dicts, verl, bad = console_log.scan(chunk, offsets)
+        dicts, metric_lines, bad = console_log.scan(chunk, offsets)
         first = lines[0][0] - 1
         self.parsed.bad_lines += [first + n for n in bad]
         taken = len(self._dicts)
@@ -169,12 +197,12 @@ class SourceFollower:
             kept_at.append(at)
         self._evidence.feed(chunk, kept_at, completed)
         others: list[Entry] = []
-        for number, step, item in verl:
-            mapped = map_metrics(item)
-            if console_log.has_known_metric(mapped):
+        for number, step, item in metric_lines:
+            mapped = classify(item, self.parsed)
+            if mapped is not None and console_log.has_known_metric(mapped):
                 others.append(Entry(step=step, mapped=mapped, line=first + number))
-                self.step_rule = self.step_rule or "the step:N of each verl line"
-        if not dicts and not verl:
+                self.step_rule = self.step_rule or console_log.LINE_STEP_RULE
+        if not dicts and not metric_lines:
             postfixes, self._last_postfix = console_log.episode_postfixes(chunk, self._last_postfix)
             for number, item in postfixes:
                 mapped = classify(item, self.parsed)
