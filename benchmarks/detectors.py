@@ -54,7 +54,7 @@ from rlprobe.record.sampling import SamplingConfig, select  # noqa: E402
 from rlprobe.synth import HEALTHY_FAMILIES, SIGNATURES, Options, draw_setup, make_run  # noqa: E402
 
 SPLITS = {"train": 0, "holdout": 1_000_000}
-INFO_ONLY = frozenset({"THROUGHPUT_ROT"})
+INFO_ONLY = frozenset({"THROUGHPUT_ROT"})  # info unless the system (not the length) slowed down: counted at any severity
 ALARMS = ("warn", "critical")
 PREFIXES = (0.3, 0.6)
 _SAMPLE_STEPS = 400  # per run, samples are captured at up to this many evenly spaced steps
@@ -181,9 +181,9 @@ def evaluate(kinds: list[tuple[str, int, int]], batch: int, plain: bool) -> list
 def score(r: dict[str, Any]) -> dict[str, Any]:
     """One pathological run: caught (any rank), caught ranked first, and the lag of the best fitting finding."""
     sig, fit = r["pathology"], set(r["fit"])
-    # A signature the catalog reports only as info (THROUGHPUT_ROT: a symptom, never a page) is
-    # counted at info: found, and first among the findings of its own severity.
-    counted = ("info",) if sig in INFO_ONLY else ALARMS
+    # A signature the catalog reports as info when it is a symptom (THROUGHPUT_ROT explained by
+    # longer completions) is counted at any severity: found, and first among those findings.
+    counted = ("info", *ALARMS) if sig in INFO_ONLY else ALARMS
     alarms = [f for f in r["findings"] if f[1] in counted]
     hits = [f for f in alarms if f[0] in fit]
     out: dict[str, Any] = {"found": bool(hits), "first": bool(hits) and alarms[0][0] in fit, "lag": None, "by_end": None,
@@ -283,7 +283,7 @@ def print_table(summary: dict[str, Any]) -> None:
     print(f"{'signature':<28} {'runs':>5} {'recall@1':>9} {'recall':>7} {'lag_med':>8} {'lag_p90':>8} {'early':>6}"
           f" {'sparse@1':>9} {'dense@1':>8}  target (>= 97% recall@1)")
     for sig, s in summary["signatures"].items():
-        ok = ("ok" if s["recall_ranked_first"] >= 0.97 else "BELOW 97%") + (" (info-only: counted at info)" if sig in INFO_ONLY else "")
+        ok = ("ok" if s["recall_ranked_first"] >= 0.97 else "BELOW 97%") + (" (counted at info too)" if sig in INFO_ONLY else "")
         bl = s["by_logging"]
         sparse = _pct(bl["sparse"]["recall_ranked_first"]) if "sparse" in bl else "-"
         dense = _pct(bl["dense"]["recall_ranked_first"]) if "dense" in bl else "-"
@@ -350,9 +350,11 @@ def main() -> None:
         for i in range(args.per_signature):
             kinds.append((sig, base + i, run_length(rng, args.min_steps, args.max_steps)))
     if not args.no_healthy:
+        # lengths of their own, so the healthy runs are the same whatever --only selects
+        healthy_rng = random.Random(base + 23)
         families = list(HEALTHY_FAMILIES)
         for i in range(args.healthy):
-            kinds.append((f"healthy:{families[i % len(families)]}", base + i, run_length(rng, args.min_steps, args.max_steps)))
+            kinds.append((f"healthy:{families[i % len(families)]}", base + i, run_length(healthy_rng, args.min_steps, args.max_steps)))
     t0 = time.perf_counter()
     records = evaluate(kinds, args.batch, args.plain)
     elapsed = time.perf_counter() - t0

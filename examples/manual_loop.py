@@ -125,8 +125,9 @@ def main() -> None:
                 for finding in watcher.tick():
                     print(f"step {step}: {finding.severity.upper()} {finding.signature_id} "
                           f"({finding.confidence:.0%}) since step {finding.first_step}")
-                    if halted is None and policy.should_halt(finding):
-                        halted = finding
+                # every finding the run has now, not only the new ones: a critical one reported
+                # earlier may have grown confident enough since
+                halted = watcher.halting(policy)
                 if halted is not None:
                     rec.log_event("auto_halt", step=step, message=halted.explanation,
                                   signature_id=halted.signature_id, severity=halted.severity,

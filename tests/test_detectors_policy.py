@@ -241,3 +241,17 @@ def test_an_entropy_collapse_inside_the_early_window_is_judged_against_the_level
     assert "the level it held before the fall" in f.explanation
     assert 0.12 < f.evidence["entropy_baseline"] < 0.14
 
+
+
+def test_a_kl_jump_in_the_first_eighth_of_the_run_is_a_blowup_from_the_jump() -> None:
+    """KL grows like the step (0.002 -> 0.018 over 47 steps), jumps ninefold at step 55 and keeps
+    climbing to ~6 nats by step 457. The jump sits inside the first third of the run, whose level
+    the trend is settled against; the trend before it is still trusted over its 40-odd points."""
+    n = 457
+    steps = np.arange(1, n + 1)
+    rng = np.random.default_rng(9)
+    kl = np.where(steps < 55, 0.00038 * steps, 0.16 * (steps / 55.0) ** 1.8) * np.exp(rng.normal(0, 0.15, n))
+    t = pa.table({"run_id": ["r"] * n, "step": steps.astype(np.int64), "kl_mean": kl,
+                  "entropy_mean": 0.35 + rng.normal(0, 0.02, n), "reward_mean": 0.5 + rng.normal(0, 0.03, n)})
+    f = finding(diagnose_tables(t)[0], "KL_BLOWUP")
+    assert f is not None and f.severity == "critical" and 50 <= f.first_step <= 60

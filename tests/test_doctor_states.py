@@ -273,3 +273,65 @@ def test_an_easy_task_the_policy_settles_into_early_is_not_a_polarised_batch() -
     raised nothing)."""
     found = findings(_synth_prefix("healthy:noisy_grad", 1188, 53, 0.3))
     assert "DEGENERATE_GROUPS" not in loud(found)
+
+
+def test_steps_that_get_much_slower_while_completions_do_not_grow_are_a_warning() -> None:
+    """Step time 2.6 s -> 9 s over the second half of the run with completion length flat: the
+    system is slowing down (a leak, a fragmenting cache), not the policy. The same slow-down with
+    completions growing as fast is a consequence of the length, and a note."""
+    n = 120
+    r = rng(21)
+    slow = 2.6 * np.where(np.arange(n) < 60, 1.0, np.linspace(1.0, 3.5, n)) * (1 + r.normal(0, 0.03, n))
+    flat = 400 * (1 + r.normal(0, 0.03, n))
+    f = findings(table(n, step_time_s=slow, completion_len_mean=flat))["THROUGHPUT_ROT"]
+    assert f.severity == "warn" and "not the length" in f.explanation
+    growing = flat * slow / 2.6
+    f = findings(table(n, step_time_s=slow, completion_len_mean=growing))["THROUGHPUT_ROT"]
+    assert f.severity == "info" and "longer" in f.explanation
+
+
+def test_a_format_learned_inside_the_early_window_while_correctness_falls_is_format_gaming() -> None:
+    """The format reward jumps 0.55 -> 0.97 at steps 25-40 of a 260-step log (the early window is
+    mostly after it), and the answer reward falls from 0.33 to 0.2: judged against where each
+    stood before the jump, the policy took up the easy reward and its answers got worse."""
+    n = 52
+    steps_idx = np.arange(n)
+    fmt = np.clip(0.55 + 0.42 / (1 + np.exp(-(steps_idx - 6) * 1.5)) + rng(31).normal(0, 0.02, n), 0, 1)
+    answer = np.where(steps_idx < 6, 0.33, 0.2) + rng(32).normal(0, 0.04, n)
+    t = table(n, step_every=5, reward_mean=fmt + answer, **{"reward_component.format_reward": fmt, "reward_component.answer_reward": answer})
+    f = findings(t)["FORMAT_GAMING"]
+    assert f.severity in ("warn", "critical") and f.first_step <= 45 and "early in the run" in f.explanation
+
+
+def test_a_format_learned_early_while_correctness_rises_is_not_format_gaming() -> None:
+    n = 52
+    steps_idx = np.arange(n)
+    fmt = np.clip(0.55 + 0.42 / (1 + np.exp(-(steps_idx - 6) * 1.5)) + rng(33).normal(0, 0.02, n), 0, 1)
+    answer = 0.2 + 0.3 * steps_idx / n + rng(34).normal(0, 0.04, n)
+    t = table(n, step_every=5, reward_mean=fmt + answer, **{"reward_component.format_reward": fmt, "reward_component.answer_reward": answer})
+    assert "FORMAT_GAMING" not in loud(findings(t))
+
+
+def test_degenerate_groups_that_the_reward_says_are_solved_prompts_are_saturation() -> None:
+    """Zero-variance groups 30% -> ~97% while the reward climbs to ~0.95: at most 5% of the groups
+    can be all-wrong, so the degenerate ones are solved prompts: the run saturated (info)."""
+    n = 300
+    r = rng(35)
+    up = 1 / (1 + np.exp(-(np.arange(n) - 150) / 10))
+    zero = np.clip(0.3 + 0.67 * up + r.normal(0, 0.03, n), 0, 1)
+    reward = np.clip(0.45 + 0.5 * up + r.normal(0, 0.03, n), 0, 1)
+    found = findings(table(n, zero_variance_group_frac=zero, reward_mean=reward, reward_std=0.3 * (1 - up) + 0.02))
+    assert "DEGENERATE_GROUPS" not in loud(found)
+    assert found["DEGENERATE_GROUPS"].severity == "info" and "solved prompts" in found["DEGENERATE_GROUPS"].explanation
+
+
+def test_a_batch_the_reward_proves_polarised_is_degenerate_groups_without_jitter() -> None:
+    """Zero-variance groups 30% -> 85% at reward ~0.6 (a [0, 1] reward): at least 45% of the
+    groups are solved and at least 25% always failed, whatever the batch mean's jitter says."""
+    n = 45
+    r = rng(36)
+    up = np.arange(n) >= 30
+    zero = np.where(up, 0.85, 0.3) + r.normal(0, 0.03, n)
+    reward = np.where(up, 0.6, 0.4) + r.normal(0, 0.01, n)
+    found = loud(findings(table(n, step_every=8, zero_variance_group_frac=np.clip(zero, 0, 1), reward_mean=reward)))
+    assert "DEGENERATE_GROUPS" in found and 240 <= found["DEGENERATE_GROUPS"].first_step <= 260

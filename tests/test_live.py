@@ -503,6 +503,19 @@ def test_halt_policy_is_conservative_by_default() -> None:
         HaltPolicy(min_severity="fatal")
 
 
+def test_halting_judges_every_finding_the_run_has_now_not_only_the_new_ones() -> None:
+    """A critical finding reported at 58% confidence is not reported again when its confidence
+    grows (tick() reports new findings and higher severities), but once it reaches the policy's
+    70% the watcher's halting() names it."""
+    watcher = RunWatcher("/nonexistent")
+    watcher.findings = [FINDING.model_copy(update={"confidence": 0.58})]
+    assert watcher.halting(HaltPolicy()) is None
+    watcher.findings = [FINDING.model_copy(update={"severity": "warn", "signature_id": "X", "confidence": 0.99}),
+                        FINDING.model_copy(update={"confidence": 0.85})]
+    halting = watcher.halting(HaltPolicy())
+    assert halting is not None and halting.signature_id == FINDING.signature_id and halting.confidence == 0.85
+
+
 def test_importing_the_live_module_stays_cheap() -> None:
     code = "import sys, rlprobe.doctor.live; print(sorted(m for m in ('duckdb', 'torch', 'pyarrow') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -124,9 +124,10 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "THROUGHPUT_ROT", "Step time creeps up", "generation",
-        "info only: step time at ratio_info of its early level with a significant upward trend",
+        "info: step time at ratio_info of its early level with a significant upward trend; warn at ratio_warn when "
+        "completion length, logged, does not explain it",
         needs_any=("step_time_s", "generation_time_s"),
-        params=_p(ratio_info=1.5, sustain_frac=0.1, trend_p=0.001),
+        params=_p(ratio_info=1.5, ratio_warn=2.0, sustain_frac=0.1, trend_p=0.001),
         noun="step time creeping up",
     ),
     # -- optimization ---------------------------------------------------------------------------

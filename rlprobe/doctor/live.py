@@ -557,6 +557,15 @@ class RunWatcher:
                     self._error(f"sink {getattr(sink, '__name__', sink)!s}: {type(exc).__name__}: {exc}")
         return new
 
+    def halting(self, policy: HaltPolicy) -> Optional[Finding]:
+        """The worst finding of the latest diagnosis that `policy` says should stop training, or None.
+
+        Judged on every finding the run has now, not only on those tick() reported: a critical
+        finding reported at 58% confidence that reaches 85% two ticks later (its episode went on)
+        is the same finding to tick(), but it now meets the policy.
+        """
+        return next((f for f in self.findings if policy.should_halt(f)), None)
+
     def diagnose(self) -> Optional[Diagnosis]:
         """Bring the tables up to date and diagnose them now (no dedup, no sinks); None before the first step."""
         self._dirty = True

@@ -422,6 +422,9 @@ class RlprobeCallback(TrainerCallback):  # type: ignore[misc,valid-type]
                     )
             if may_halt and halting is None and self.halt_policy is not None and self.halt_policy.should_halt(finding):
                 halting = finding  # tick() returns findings ranked: the first is the worst
+        if may_halt and halting is None and self.halt_policy is not None:
+            # a finding reported on an earlier tick may meet the policy now (its confidence grew)
+            halting = self._watcher.halting(self.halt_policy) if self._watcher is not None else None
         if halting is not None:
             self.halted_by = halting
             control.should_training_stop = True

@@ -19,7 +19,7 @@ from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
     Episode, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points,
 )
-from rlprobe.doctor.findings import Finding
+from rlprobe.doctor.findings import Finding, Severity
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import at_step, level_at_index, series_features
 from rlprobe.doctor.stats import bounded_noise, finite_or, level_shifts, mann_kendall, nanmedian, refine_onset, trailing_median
@@ -460,8 +460,8 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Step time creeps up: each step costs more wall-clock than it did early in the run.
 
     Usually a symptom: completions got longer (generation cost grows with length, attention
-    cost faster), so it is reported as info, never as a warning. When length did not grow it
-    points at the system: a leaking KV cache or memory fragmentation in the inference engine,
+    cost faster), and then it is reported as info. When length did not grow it points at the
+    system, and at ratio_warn (2x) that is a warning: a leaking KV cache or memory fragmentation in the inference engine,
     a growing replay buffer or logging payload, checkpoint or evaluation overheads, host-side
     data loading. The test: the smoothed step_time_s (else generation_time_s) at or above
     ratio_info (1.5x) its early level for 10% of the run, with a significant upward
@@ -514,14 +514,19 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             evidence["generation_time_ratio"] = gen_now / gen.b_median
             step_now = held * feat.b_median
             evidence["generation_share_of_growth"] = float(np.clip((gen_now - gen.b_median) / max(step_now - feat.b_median, 1e-9), 0, 1))
+    severity: Severity = "info"
     if np.isfinite(length_ratio) and length_ratio >= 1.0 + 0.5 * (held - 1.0):
         why = f"Completions got {length_ratio:.1f}x longer over the same stretch, which explains most of it (see REWARD_HACK_LENGTH or TRUNCATION_STARVE if the length is not earning reward)."
     elif np.isfinite(length_ratio):
         why = f"Completion length only changed {length_ratio:.2f}x, so it is not the length: look at the inference engine, memory, data loading or per-step overheads."
+        # the system, not the policy, is slowing down: at ratio_warn the run pays that much more
+        # for every step still to come, and a leak that grows this fast tends to end in an OOM
+        if held >= p["ratio_warn"]:
+            severity = "warn"
     else:
         why = "The run did not log completion length, so whether length explains it is unknown."
     return make_finding(
-        ctx, "THROUGHPUT_ROT", Episode(episode.start, episode.end, "info", episode.onset), feat,
+        ctx, "THROUGHPUT_ROT", Episode(episode.start, episode.end, severity, episode.onset), feat,
         confidence(held / p["ratio_info"] - 1.0, 0.5, episode.end - episode.start + 1, sustain),
         f"Each step takes {held:.1f}x as long as early in the run ({metric} {feat.b_median:.3g}s -> {float(feat.smooth[-1]):.3g}s). {why}",
         evidence,

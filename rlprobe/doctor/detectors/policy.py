@@ -246,7 +246,7 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     # climb is not a trend to extrapolate. The trend is fitted from where KL first reached a
     # fifth of its typical (median) level over the first third of the run, and min_kl nats
     # (below that the policy has not measurably left the reference).
-    early = value[: max(10, len(value) // 3)]
+    early = value[: max(10, len(value) // 10)]
     typical = float(np.nanmedian(np.where(early > 0, early, np.nan))) if np.any(early > 0) else float("nan")
     if np.isfinite(typical):
         settled = np.flatnonzero(np.isfinite(value) & (value >= max(p["settle_share"] * typical, p["min_kl"])))
@@ -260,7 +260,7 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     # the trend a break departs from is trusted only over a tenth of the fitted points (at least
     # 8), and only if KL was not falling: a few points that happen to dip would make any
     # ordinary rise look like a break
-    fit = hinge_fit(u_all[idx], np.log(value[idx]), min_side=max(3, len(idx) // 25), min_before=max(8, len(idx) // 10))
+    fit = hinge_fit(u_all[idx], np.log(value[idx]), min_side=max(3, len(idx) // 25), min_before=max(5, len(idx) // 20))
     if fit is None or fit.improvement < p["min_improvement"]:
         return None
     if fit.p < -0.5:
@@ -304,7 +304,7 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         ctx, "KL_BLOWUP", episode, feat, conf,
         f"KL to the reference ({metric}) broke away from its own trend at step {first_step} and rose to "
         f"{peak_excess:.1f}x what even linear growth would give, reaching {float(np.nanmax(smooth)):.3g} "
-        f"(early level {feat.b_median:.3g}):{verdict}",
+        f"(from {float(np.exp(fit.a + fit.p * uc)):.3g} on its trend at the break):{verdict}",
         evidence,
         [
             "Raise the KL coefficient (beta), or use an adaptive KL controller.",

@@ -26,7 +26,7 @@ from rlprobe.doctor.episodes import (
 from rlprobe.doctor.findings import Finding
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import (
-    Grid, Track, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, window,
+    Grid, Track, aligned, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, window,
 )
 from rlprobe.doctor.stats import (
     bounded_noise, ffill, granularity, level_before, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
@@ -506,6 +506,30 @@ def _mostly_solved(reward: MetricFeatures, first_step: int, last_step: int, dege
     return all_wrong_max <= (1.0 - share) * degenerate
 
 
+def _both_kinds(ctx: DetectorContext, feat: MetricFeatures, degenerate: np.ndarray, least: float = 0.1) -> np.ndarray | None:
+    """Per row of feat: True where the reward alone proves that at least `least` of the groups
+    are all-right and at least `least` all-wrong (a polarised batch), or None when the reward is
+    not in [0, 1].
+
+    With a share z of degenerate groups and batch-mean reward r in [0, 1], all-right groups
+    are at least r - (1 - z) (the mixed groups earn at most their share) and all-wrong groups at
+    least z - r (the all-right ones earn at most r). Reward 0.63 with 85% degenerate groups:
+    at least 48% solved and at least 22% always failed.
+    """
+    reward = ctx.features("reward_mean")
+    if reward is None or not len(reward):
+        return None
+    v = np.asarray(reward.value, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0 or float(np.min(v)) < 0.0 or float(np.max(v)) > 1.0 + 1e-9:
+        return None
+    r = aligned(ctx, "reward_mean", feat.step)
+    if r is None:
+        return None
+    z = np.asarray(degenerate, dtype=float)
+    return np.isfinite(z) & (r - (1.0 - z) >= least) & (z - r >= least)
+
+
 def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
     """A rise of the zero-variance share that happened inside the early window (so that window's
     level is not the run's early level): judged against the level before the rise."""
@@ -661,6 +685,11 @@ def _polarised(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) ->
         polar |= np.where(closure >= p["closure_min"], lively >= p["jitter_min"], lively >= p["jitter_strong"])
     elif share is not None:
         polar |= (on_rows(grid, feat, share) <= p["within_share_max"]) & (closure >= p["closure_min"])
+    split = _both_kinds(ctx, feat, level)
+    if split is not None:
+        # the reward itself proves the batch holds both all-right and all-wrong groups
+        polar |= split
+        confirmable = True
     mask = high & polar if confirmable else high & (closure >= p["closure_min"])
     episode = find_episode(
         feat, warn=mask, critical=mask & (level >= p["level_critical"]), sustain=sustain,
@@ -668,6 +697,13 @@ def _polarised(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) ->
     )
     if episode is None:
         return None
+    # the level is a trailing mean, which crosses a few points after the batches did: the onset
+    # is the first logged point of the unbroken run of batches at level_warn leading into it
+    raw = np.asarray(feat.value, dtype=float)
+    onset = min(episode.onset, episode.start)
+    while onset > baseline_end(len(feat)) // 2 and np.isfinite(raw[onset - 1]) and raw[onset - 1] >= p["level_warn"]:
+        onset -= 1
+    episode = Episode(episode.start, episode.end, episode.severity, onset)
     g_on, g_start, g_end = (int(grid.index_of(feat.step[k : k + 1])[0]) for k in (episode.onset, episode.start, episode.end))
     pre = max(3, 2 * sustain)
     way, moves = direction(ctx, grid, g_on, g_end, pre)
@@ -686,12 +722,21 @@ def _polarised(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) ->
         held_jitter = nanmedian(jitter[window(g_start, g_end + 1, len(grid))])
         evidence["reward_mean_jitter_ratio"] = held_jitter
         held_closure = float(np.nanmax(closure[episode.start : episode.end + 1]))
-        if not held_jitter >= (p["jitter_min"] if held_closure >= p["closure_min"] else p["jitter_strong"]):
+        proven = split is not None and float(np.mean(split[episode.start : episode.end + 1])) >= 0.5
+        if not proven and not held_jitter >= (p["jitter_min"] if held_closure >= p["closure_min"] else p["jitter_strong"]):
             return None
     if share is not None:
         evidence["within_group_share_ratio"] = nanmedian(share[window(g_start, g_end + 1, len(grid))])
     severity = episode.severity if confirmable else "info"
     note = "" if confirmable else " (The run logs nothing that tells polarised groups from a saturated batch.)"
+    reward = ctx.features("reward_mean")
+    first_step, last_step = episode.steps(feat)
+    if reward is not None and _mostly_solved(reward, first_step, last_step, peak):
+        # saturated, not polarised: the degenerate groups are the prompts the policy now solves
+        severity = "info"
+        note = (" By the reward alone at least three quarters of them are solved prompts: the policy has learned this "
+                "data, and only harder prompts can teach it more.")
+        evidence["variant"] = "all_correct"
     ent = entropy_state(ctx, grid, g_on, g_start, g_end, pre)
     if ent is not None:
         evidence["entropy_ratio_to_baseline"] = ent["ratio_to_baseline"]
@@ -1032,6 +1077,89 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
     )
 
 
+def _early_format_rise(ctx: DetectorContext, grid: Grid, formats: list[Track], others: list[Track],
+                       p: dict[str, Any]) -> Finding | None:
+    """FORMAT_GAMING when the format's rise happened inside the early window (so that window's
+    level is not the level before it): the rise is read from the component's own levels
+    (binary segmentation under its noise, a rise in stages counted from before its first
+    stage), and correctness is compared over the same stretches: its median before the rise
+    against its median while the format stays up. None when no format rose that way, or
+    correctness rose with it."""
+    n = len(grid)
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    for c in formats:
+        noise = bounded_noise(c.value)
+        if not np.isfinite(noise) or noise <= 0:
+            continue
+        top = float(np.nanpercentile(c.smooth, 98))
+        shifts = level_shifts(c.value, noise, min_size=3, lookback=max(8, n // 3))
+        for j, shift in enumerate(shifts):
+            if shift.z < p["rise_z"] or shift.at >= baseline_end(n):
+                continue  # later rises are the main test's; this one is for the early window only
+            before, lo = level_before(shifts, j, 4.0)
+            # the level the climb reached: through the rising stages that follow it closely
+            reached, last = shift.after, j
+            while (last + 1 < len(shifts) and shifts[last + 1].after > shifts[last + 1].before
+                   and shifts[last + 1].at - shifts[last].at <= max(sustain, int(math.ceil(0.05 * n)))):
+                last += 1
+                reached = max(reached, shifts[last].after)
+            span = top - before
+            if shift.at - lo < 3 or not np.isfinite(span) or span <= 0:
+                continue  # the level before is a blip of a few points, not one the run held
+            if reached < top - p["near_ceiling"] * span or reached - before < p["min_rise_share"] * abs(reached):
+                continue
+            filled = ffill(c.value)  # a sparse log leaves grid bins empty between its points
+            high = np.isfinite(filled) & (filled >= before + 0.5 * (reached - before))
+            hit = held_stretch(high, sustain, not_before=max(0, shift.at - 2))
+            if hit is None or not still_holds(high, hit[1], sustain):
+                continue
+            start, end = hit
+            f_during = nanmedian(c.value[start : end + 1])
+            evidence: dict[str, Any] = {"gamed_component": c.name, f"reward_component.{c.name}_before": before,
+                                        f"reward_component.{c.name}_during": f_during}
+            worst_fall, learned = 0.0, False
+            for o in others:
+                o_before = nanmedian(o.value[lo : shift.at])
+                o_during = nanmedian(o.value[start : end + 1])
+                o_noise = bounded_noise(o.value)
+                k_before = int(np.isfinite(o.value[lo : shift.at]).sum())
+                k_during = int(np.isfinite(o.value[start : end + 1]).sum())
+                if not (np.isfinite(o_before) and np.isfinite(o_during) and np.isfinite(o_noise)) or min(k_before, k_during) < 3:
+                    learned = True  # nothing says how correctness moved: no claim
+                    break
+                # the change in standard errors of the two medians (the noise of a point, at least
+                # its binomial floor where the component is a rate)
+                se = 1.25 * max(o_noise, 1e-12) * math.sqrt(1.0 / k_before + 1.0 / k_during)
+                change = (o_during - o_before) / se
+                if change > p["correct_rise_max"]:
+                    learned = True  # correctness rose with the format: learned together
+                    break
+                evidence[f"reward_component.{o.name}_before"] = o_before
+                evidence[f"reward_component.{o.name}_during"] = o_during
+                worst_fall = min(worst_fall, change)
+            if learned:
+                continue
+            severity = "critical" if worst_fall <= -p["rise_z"] else "warn"
+            trend = "fell" if severity == "critical" else "stagnated"
+            feats = grid.as_features(c.name, c.value, c.smooth)
+            episode = Episode(start, end, severity, max(lo, min(start, shift.at)))
+            return make_finding(
+                ctx, "FORMAT_GAMING", episode, feats,
+                confidence(shift.z / p["rise_z"] - 1.0 + max(0.0, -worst_fall) / p["rise_z"], 1.0, end - start + 1, sustain),
+                f"The format reward '{c.name}' jumped to its ceiling early in the run ({before:.3g} -> {f_during:.3g}) while "
+                f"{', '.join(o.name for o in others)} {trend} against where {'it' if len(others) == 1 else 'they'} stood before "
+                "the jump: the policy is collecting the easy format reward instead of getting answers right.",
+                evidence,
+                [
+                    "Lower the weight of the format component, or make it a gate (format only pays when the answer is correct).",
+                    "Read the linked samples: well-formed completions with wrong or empty answers confirm it.",
+                    "Check that the correctness reward parses the answer the way the format now presents it.",
+                ],
+                sample_order="step DESC",
+            )
+    return None
+
+
 @detects("FORMAT_GAMING")
 def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """A format component pins at its ceiling while the correctness components stagnate or fall.
@@ -1083,7 +1211,8 @@ def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         if best is None or episode.onset < best[0].onset:
             best = (episode, c, feats, float(np.nanmax(z[episode.start : episode.end + 1])))
     if best is None:
-        return None
+        early = _early_format_rise(ctx, grid, formats, others, p)
+        return early
     episode, c, feats, peak_z = best
     g_on, g_start, g_end = episode.onset, episode.start, episode.end
     pre = max(5, 2 * sustain, g_start - g_on)
