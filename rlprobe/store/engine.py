@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 import duckdb
 
 from rlprobe import __version__
-from rlprobe.errors import CorruptRecording, NotARecording, OutputRefused, QueryError, RecordingNotFound, SchemaTooNew
+from rlprobe.errors import (
+    UPGRADE_HINT, CorruptRecording, NotARecording, OutputRefused, QueryError, RecordingNotFound, SchemaTooNew,
+)
 from rlprobe.schemas import SCHEMA_VERSION
 from rlprobe.store import sample_files, scope, sqlfiles, versions
 
@@ -274,7 +276,7 @@ def _check_versions(store: Store) -> int:
         try:
             if schema_version is None and version_text is not None:
                 raise SchemaTooNew(f"{rec_dir}/manifest.json declares schema_version {version_text[:40]}, not an "
-                                   "integer: no rlprobe can tell which recording format it is (upgrade rlprobe, or fix the manifest)")
+                                   f"integer: no rlprobe can tell which recording format it is: {UPGRADE_HINT} or fix the manifest")
             versions.check(schema_version, rec_dir)
         except (SchemaTooNew, CorruptRecording) as exc:
             if store.target.kind != "root" or store.strict:
