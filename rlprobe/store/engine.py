@@ -100,8 +100,8 @@ class Store:
 
     def scope_for(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> list[str] | None:
         """The run directories sql (with params) can read below a root; None for all of them."""
-        if self.target.kind != "root":
-            return None
+        if self.target.kind != "root" or not scope.mentions(sql, ("run_id",)) or not scope.mentions_a_view(sql):
+            return None  # a run, or a query that names no view or no run_id: nothing to prove, no parse
         run_ids = scope.run_ids_read(sql, params)
         if not run_ids:
             return None  # unproved, or no view read at all: nothing to narrow
