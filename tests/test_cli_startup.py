@@ -120,6 +120,16 @@ def test_a_query_with_nothing_to_narrow_does_not_import_sqlglot(sql: str, small:
         assert seen["tried"] == [] and seen["loaded"] == [], (target, sql)
 
 
+def test_ls_reads_the_columns_sqlglot_would_prove_without_importing_it(small: Path, tmp_path: Path) -> None:
+    from rlprobe.store import scope
+    from rlprobe.store.reader import LS_NAMES, LS_SQL
+
+    assert scope.columns_read(LS_SQL) == LS_NAMES
+    for target in (small, small.parent):
+        seen = imported_by("ls", str(target), cwd=tmp_path, watched=("sqlglot",))
+        assert seen["code"] == 0 and seen["tried"] == [], target
+
+
 def test_a_query_naming_its_columns_still_reads_them_with_sqlglot(small: Path, tmp_path: Path) -> None:
     """The other side: narrowing to the columns a query names needs its parse."""
     seen = imported_by("query", str(small), "SELECT step, reward_mean FROM steps", cwd=tmp_path, watched=("sqlglot",))

@@ -198,6 +198,11 @@ LS_SQL = (
 )
 """What `rlprobe ls` lists (its last column is run_dir)."""
 
+LS_NAMES = frozenset({"run_id", "name", "status", "steps_recorded", "steps", "last_step", "algorithm", "model_name",
+                      "tags", "created_at", "run_dir", "runs"})
+"""Every name LS_SQL mentions, what scope.columns_read proves of it (tests/test_cli_startup.py
+checks): ls reads only these columns without loading sqlglot to parse a query that never changes."""
+
 
 def with_broken_runs(store: Store, table: Any) -> Any:
     """The runs-view rows of table (a pyarrow Table) plus one row per broken run the store left
