@@ -2,17 +2,19 @@
 `rlprobe doctor SMALL` on a 1k-step synthetic run.
 
 A user types `rlprobe --help` or `rlprobe query RUN "SELECT 1"` and waits for Python to import
-what the command needs; rich (the tables, colour and progress bars) must not add to that where it
-is not used, nor pandas (pyarrow's numpy conversions import it whenever it is installed) or
-rlprobe.importers (only a source rlprobe did not record needs it) to any read of a recording. Each command runs as a user runs it (`python -m rlprobe ...`, a fresh process each
-time), alternating between this checkout and a baseline checkout given with --baseline-src (say,
-the commit before a change: `git archive <sha> | tar -x -C /tmp/base`), so both are timed under
-the same load. The same-run floor is the interpreter itself (`python -c pass`) and
-`python -c "import click"`.
+what the command needs; rich (the tables, colour and progress bars) must not add to that where
+it is not used, nor pandas (pyarrow's numpy conversions import it whenever it is installed) or
+rlprobe.importers (only a source rlprobe did not record needs it) to any read of a recording,
+nor sqlglot (~140 ms; it reads a query that names its columns, which none of these does). Each
+command runs as a user runs it (`python -m rlprobe ...`, a fresh process each time), alternating
+between this checkout and a baseline checkout given with --baseline-src (say, the commit before
+a change: `git archive <sha> | tar -x -C /tmp/base`), so both are timed under the same load. The
+same-run floor is the interpreter itself (`python -c pass`) and `python -c "import click"`.
+Modules load from cached bytecode, as from an install, even where PYTHONDONTWRITEBYTECODE is set.
 
-For each command it also runs `python -X importtime` once and reports whether rich, pandas and
-rlprobe.importers were imported and what each cost (the cumulative time of its top-level
-package).
+For each command it also runs `python -X importtime` once and reports whether rich, pandas,
+rlprobe.importers and sqlglot were imported and what each cost (the cumulative time of its
+top-level package).
 
     python benchmarks/cli_startup.py --baseline-src /tmp/base
     python benchmarks/cli_startup.py --quick            # fewer repetitions, no baseline needed
@@ -20,8 +22,8 @@ package).
 Target: each command's median within 5% of the baseline checkout's (ratio <= 1.05; the ratio of
 the fastest runs is shown beside it), and rich not imported by `--help` or by a query in a pipe;
 `rlprobe doctor SMALL` under 0.45 s (issue 17, measured at 0.82 s on an unloaded machine; on a
-loaded one compare its CPU-time ratio to the baseline), pandas and rlprobe.importers imported by
-none of the commands.
+loaded one compare its CPU-time ratio to the baseline), pandas, rlprobe.importers and sqlglot
+imported by none of the commands.
 On a loaded machine both swing by more than 5%, so the table also counts the modules each
 command imports in each checkout (python -X importtime), which does not depend on the load.
 """
@@ -31,6 +33,7 @@ from __future__ import annotations
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,7 +58,7 @@ def commands(run: str, small: str) -> dict[str, list[str]]:
     }
 
 
-WATCHED = ("rich", "pandas", "rlprobe.importers")
+WATCHED = ("rich", "pandas", "rlprobe.importers", "sqlglot")
 """Packages whose import the table reports for each command (none of them should be imported)."""
 
 DOCTOR_SMALL_S = 0.45
@@ -69,9 +72,19 @@ _NEUTRAL = tempfile.gettempdir()
 _OK_CODES = {"doctor": (0, 1)}  # doctor exits 1 when a finding is critical
 
 
+# Every process reads its modules' bytecode from a cache, as an installed rlprobe does (pip
+# compiles a wheel's modules, and an editable install writes __pycache__ on first use). Where
+# PYTHONDONTWRITEBYTECODE is set (this machine sets it), each run would compile rlprobe's
+# sources again, ~30 ms of `rlprobe --help` that no user pays and that grows with the lines of
+# code, not with what the command does. The cache goes to a folder of its own
+# (PYTHONPYCACHEPREFIX), not into the checkouts; the warm-up runs fill it.
+_PYCACHE = tempfile.mkdtemp(prefix="rlprobe-bench-pycache-")
+
+
 def _env(src: Path) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(src))
+    env = dict(os.environ, PYTHONPATH=str(src), PYTHONPYCACHEPREFIX=_PYCACHE)
     env.pop("COLUMNS", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
@@ -124,7 +137,8 @@ def main() -> None:
     if args.baseline_src:
         trees = {"baseline": Path(args.baseline_src).resolve(), "this": REPO}
     info = machine_info()
-    params = {"repeats": repeats, "baseline_src": args.baseline_src, "load_1min": os.getloadavg()[0]}
+    params = {"repeats": repeats, "baseline_src": args.baseline_src, "load_1min": os.getloadavg()[0],
+              "bytecode": "cached (PYTHONPYCACHEPREFIX)"}
     header("cli_startup", info, params)
 
     from rlprobe.synth import write_run
@@ -204,13 +218,14 @@ def main() -> None:
                       f"{entry['cpu_ratio_to_baseline']:.3f}")
     for label in ("rlprobe --help", 'rlprobe query RUN "SELECT 1" --csv'):
         print(f"  {label}: rich imported: {'yes (NOT met)' if imports[label]['this']['rich']['imported'] else 'no (met)'}")
-    for w in ("pandas", "rlprobe.importers"):
+    for w in ("pandas", "rlprobe.importers", "sqlglot"):
         by = [label for label in cmds if imports[label]["this"][w]["imported"]]
         print(f"  {w} imported by: {', '.join(by) + ' (NOT met)' if by else 'none of the commands (met)'}")
     doctor = results["rlprobe doctor SMALL"]
     print(f"  rlprobe doctor SMALL: median {doctor['target_s']['value']:.3f} s wall, {met_text(doctor['target_s'])}; "
           f"CPU {doctor['cpu_target_s']['value']:.3f} s, {met_text(doctor['cpu_target_s'])}")
     write_json("cli_startup", args.out, {"machine": info, "params": params, "results": results})
+    shutil.rmtree(_PYCACHE, ignore_errors=True)
 
 
 if __name__ == "__main__":

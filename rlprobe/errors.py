@@ -17,6 +17,14 @@ class NotARecording(RlprobeError):
     """The path exists but holds no rlprobe recording (and no runs below it)."""
 
 
+# How to upgrade, in every message that asks for it. PyPI's "rlprobe" is another project, so
+# rlprobe is upgraded where it was installed from (README, Install). The same words are written
+# out in sql/v1/sources/10_src_manifest.sql, which plain DuckDB runs without Python
+# (tests/test_cli_setup.py checks that they match).
+UPGRADE_HINT = ('upgrade rlprobe (in its clone: git pull && pip install -e .; installed from a git URL: '
+                'pip install --force-reinstall "rlprobe @ git+<url>@<new commit>")')
+
+
 class SchemaTooNew(RlprobeError):
     """The recording was written by a newer rlprobe than this one."""
 

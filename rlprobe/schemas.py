@@ -3,17 +3,22 @@
 This module is the only thing the write side and the read side share. Everything here is part
 of the on-disk contract described in docs/format.md; changing the meaning or type of a field
 is a breaking change and bumps SCHEMA_VERSION (see rlprobe/store/versions.py for migrations).
+
+The models (RunManifest, StepRecord, SampleRecord, Event) are defined in rlprobe/models.py and
+load on first use: the read side needs only the names and types below, and pydantic with the
+models costs ~100 ms at every start of `rlprobe query` or `rlprobe doctor`. A field added to a
+model is added to the names here too (tests/test_schemas_lazy.py fails until it is).
 """
 
 from __future__ import annotations
 
 import math
-import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+if TYPE_CHECKING:
+    from rlprobe.models import Event, RunManifest, SampleRecord, StepRecord
 
 SCHEMA_VERSION = 1
 """Version of the recording format this package writes and the newest it reads."""
@@ -30,151 +35,58 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
 
 
-class RunManifest(BaseModel):
-    """manifest.json: written once, atomically, when a recording starts."""
-
-    model_config = ConfigDict(extra="allow")
-
-    schema_version: int = SCHEMA_VERSION
-    run_id: str = Field(default_factory=new_run_id)
-    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
-    algorithm: Optional[str] = None
-    model_name: Optional[str] = None
-    world_size: int = 1
-    trainer_config: dict[str, Any] = Field(default_factory=dict)
-    environment: dict[str, Any] = Field(default_factory=dict)
-    # additive: what a person calls the run ("lr 3e-6, no KL") and labels to group runs by; a
-    # recording without them is shown by its run_id
-    name: Optional[str] = None
-    tags: list[str] = Field(default_factory=list)
-
-    @field_validator("tags", mode="before")
-    @classmethod
-    def _one_tag_is_a_list(cls, value: Any) -> Any:
-        """tags="baseline" means one tag, not eight one-letter ones."""
-        return [value] if isinstance(value, str) else value
+_MODELS = ("RunManifest", "StepRecord", "SampleRecord", "Event")
 
 
-class StepRecord(BaseModel):
-    """One optimizer step. Everything except ``step`` is optional; absent means "not logged"."""
+def __getattr__(name: str) -> Any:
+    """The pydantic models, imported with pydantic on first use (see the module docstring)."""
+    if name in _MODELS:
+        from rlprobe import models
 
-    model_config = ConfigDict(extra="forbid")
+        value = getattr(models, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rlprobe.schemas' has no attribute {name!r}")
 
-    step: int
+
+STEP_FIELDS: tuple[str, ...] = (
+    "step",
     # reward
-    reward_mean: Optional[float] = None
-    reward_std: Optional[float] = None
-    reward_min: Optional[float] = None
-    reward_max: Optional[float] = None
-    reward_components: dict[str, float] = Field(default_factory=dict)
+    "reward_mean", "reward_std", "reward_min", "reward_max", "reward_components",
     # KL to the reference
-    kl_mean: Optional[float] = None
-    kl_max: Optional[float] = None
-    kl_positional: Optional[list[float]] = None
+    "kl_mean", "kl_max", "kl_positional",
     # policy
-    entropy_mean: Optional[float] = None
-    logprob_mean: Optional[float] = None
-    ratio_mean: Optional[float] = None
-    ratio_p95: Optional[float] = None
-    clip_fraction: Optional[float] = None
+    "entropy_mean", "logprob_mean", "ratio_mean", "ratio_p95", "clip_fraction",
     # advantages
-    adv_mean: Optional[float] = None
-    adv_std: Optional[float] = None
-    adv_zero_frac: Optional[float] = None
+    "adv_mean", "adv_std", "adv_zero_frac",
     # GRPO groups
-    group_reward_std_mean: Optional[float] = None
-    zero_variance_group_frac: Optional[float] = None
+    "group_reward_std_mean", "zero_variance_group_frac",
     # PPO value head
-    value_loss: Optional[float] = None
-    value_explained_variance: Optional[float] = None
-    value_clip_fraction: Optional[float] = None
+    "value_loss", "value_explained_variance", "value_clip_fraction",
     # optimization
-    loss: Optional[float] = None
-    lr: Optional[float] = None
-    grad_norm: Optional[float] = None
-    grad_norm_post_clip: Optional[float] = None
-    nan_count: Optional[float] = None
-    inf_count: Optional[float] = None
-    weight_update_ratio: Optional[float] = None
+    "loss", "lr", "grad_norm", "grad_norm_post_clip", "nan_count", "inf_count", "weight_update_ratio",
     # generation
-    completion_len_mean: Optional[float] = None
-    completion_len_p95: Optional[float] = None
-    completion_len_max: Optional[float] = None
-    max_len_hit_frac: Optional[float] = None
-    eos_rate: Optional[float] = None
-    repetition_rate: Optional[float] = None
-    truncation_rate: Optional[float] = None
+    "completion_len_mean", "completion_len_p95", "completion_len_max", "max_len_hit_frac", "eos_rate",
+    "repetition_rate", "truncation_rate",
     # throughput
-    step_time_s: Optional[float] = None
-    generation_time_s: Optional[float] = None
-    optimization_time_s: Optional[float] = None
-    # additive fields (no version bump: see the versioning policy)
-    batch_age: Optional[float] = None
-    logprob_mismatch: Optional[float] = None
-    wall_time: Optional[float] = None  # unix seconds at log_step; set by the recorder
-    # anything numeric that is not a known field
-    extra: dict[str, float] = Field(default_factory=dict)
-
-
-class SampleRecord(BaseModel):
-    """One captured rollout: prompt, completion and what the update made of it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: int
-    sample_id: Optional[str] = None
-    rank: int = 0
-    prompt_text: Optional[str] = None
-    completion_text: Optional[str] = None
-    completion_token_ids: Optional[list[int]] = None
-    reward_total: Optional[float] = None
-    reward_components: dict[str, float] = Field(default_factory=dict)
-    advantage: Optional[float] = None
-    logprob_mean: Optional[float] = None
-    kl_contribution: Optional[float] = None
-    completion_len: Optional[int] = None
-    truncated: Optional[bool] = None
-    group_id: Optional[str] = None
-    capture_reason: Optional[str] = None
-    extra: dict[str, float] = Field(default_factory=dict)
-
-    @field_validator("group_id", mode="before")
-    @classmethod
-    def _group_id_as_text(cls, value: Any) -> Any:
-        # Trainers use ints, strings or uuids for groups; text is the one type that holds all.
-        return None if value is None else str(value)
-
-
-class Event(BaseModel):
-    """One line of events.jsonl: sparse, append-only, written immediately."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    timestamp: float = Field(default_factory=time.time)
-    kind: str
-    step: Optional[int] = None
-    rank: int = 0
-    message: str = ""
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-def _scalar_fields(model: type[BaseModel], exclude: set[str]) -> dict[str, Any]:
-    return {
-        name: f.annotation
-        for name, f in model.model_fields.items()
-        if name not in exclude and name not in FLATTENED_DICTS
-    }
-
-
-STEP_FIELDS: tuple[str, ...] = tuple(StepRecord.model_fields)
+    "step_time_s", "generation_time_s", "optimization_time_s",
+    # additive fields
+    "batch_age", "logprob_mismatch", "wall_time",
+    "extra",
+)
 """Every StepRecord field in declaration order (dict fields included)."""
 
 STEP_FLOAT_FIELDS: tuple[str, ...] = tuple(
-    name for name in _scalar_fields(StepRecord, {"step", "kl_positional"})
+    name for name in STEP_FIELDS if name not in ("step", "kl_positional") and name not in FLATTENED_DICTS
 )
 """Scalar float columns of steps.parquet, in order."""
 
-SAMPLE_FIELDS: tuple[str, ...] = tuple(SampleRecord.model_fields)
+SAMPLE_FIELDS: tuple[str, ...] = (
+    "step", "sample_id", "rank", "prompt_text", "completion_text", "completion_token_ids", "reward_total",
+    "reward_components", "advantage", "logprob_mean", "kl_contribution", "completion_len", "truncated",
+    "group_id", "capture_reason", "extra",
+)
+"""Every SampleRecord field in declaration order."""
 
 # Arrow/DuckDB type of each fixed sample column; kept here so writer and views agree.
 SAMPLE_COLUMN_TYPES: dict[str, str] = {

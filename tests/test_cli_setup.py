@@ -8,10 +8,13 @@ import re
 import shlex
 from pathlib import Path
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 
 from rlprobe.cli import cli
+from rlprobe.errors import UPGRADE_HINT
+from rlprobe.store import init_script, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -73,13 +76,29 @@ def test_no_install_step_takes_pypis_rlprobe() -> None:
     assert "never `pip install rlprobe` (or `pip install -U rlprobe`)" in README
 
 
-@pytest.mark.xfail(strict=True, reason="the upgrade message lives in rlprobe/store/versions.py, "
-                   "sql/v1/sources/10_src_manifest.sql and rlprobe/spark/sources.py (the store's owner's files) and "
-                   "docs/format.md quotes it; issue 16 asks for 'git pull && pip install -e .' there")
 def test_the_upgrade_message_names_the_right_way_to_upgrade() -> None:
     texts = {p: (ROOT / p).read_text(encoding="utf-8") for p in
              ("rlprobe/store/versions.py", "sql/v1/sources/10_src_manifest.sql", "rlprobe/spark/sources.py", "docs/format.md")}
     assert not [p for p, text in texts.items() if "pip install -U rlprobe" in text]
+    # one wording, Python's constant written out in the SQL plain DuckDB runs and quoted in the docs
+    assert "git pull && pip install -e ." in UPGRADE_HINT and 'pip install --force-reinstall "rlprobe @ git+' in UPGRADE_HINT
+    assert f"CREATE OR REPLACE MACRO v1.upgrade_hint() AS\n    '{UPGRADE_HINT}';" in texts["sql/v1/sources/10_src_manifest.sql"]
+    assert f"reads up to v1: {UPGRADE_HINT}\n" in texts["docs/format.md"]
+    assert "UPGRADE_HINT" in texts["rlprobe/store/versions.py"] and "UPGRADE_HINT" in texts["rlprobe/spark/sources.py"]
+
+
+def test_a_newer_recording_says_how_to_upgrade(tmp_path: Path) -> None:
+    # the message a user meets, from the CLI (Python's check) and from the SQL alone (plain DuckDB)
+    run = tmp_path / "x"
+    run.mkdir()
+    (run / "manifest.json").write_text('{"schema_version": 2, "run_id": "x"}')
+    result = CliRunner().invoke(cli, ["query", str(run), "SELECT 1"])
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith(f"reads up to v1: {UPGRADE_HINT}") and result.stderr.count("\n") == 1
+    con = duckdb.connect()
+    con.execute(init_script(resolve(run)))
+    with pytest.raises(duckdb.Error, match=re.escape(f"reads up to v1: {UPGRADE_HINT}")):
+        con.execute("SELECT * FROM v1.src_manifest").fetchall()
 
 
 def test_the_cpu_torch_index_is_stated_and_gpu_users_keep_theirs() -> None:

@@ -1,8 +1,10 @@
-"""What a read command imports: not pandas, not rlprobe.importers, unless the input needs them.
+"""What a read command imports: not pandas, not rlprobe.importers, unless the input needs them;
+not sqlglot for a query that names none of the views or selects a star.
 
 pyarrow's numpy conversions import pandas whenever it is installed (153 ms of a 1k-step doctor),
 and rlprobe.importers (the source formats, the key map) costs ~50 ms that a recording never
-needs. Each command runs in a fresh interpreter with a finder first on sys.meta_path that notes
+needs. sqlglot (~140 ms) reads a query to narrow the columns and runs it reads, which `SELECT 1`
+or `SELECT * FROM steps` cannot be. Each command runs in a fresh interpreter with a finder first on sys.meta_path that notes
 every attempt to import a watched module, installed or not, so these tests mean the same on a
 machine without pandas. Timings are in benchmarks/cli_startup.py, not here.
 """
@@ -45,9 +47,9 @@ print("RLPROBE-PROBE " + json.dumps({{"tried": sorted(tried), "loaded": loaded, 
 """
 
 
-def imported_by(*args: str, cwd: Path) -> dict[str, object]:
+def imported_by(*args: str, cwd: Path, watched: tuple[str, ...] = WATCHED) -> dict[str, object]:
     """{'tried': watched modules an import was attempted of, 'loaded': those in sys.modules, 'code': exit code}."""
-    code = PROBE.format(watched=WATCHED, args=list(args))
+    code = PROBE.format(watched=watched, args=list(args))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=300)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RLPROBE-PROBE ")), None)
     assert line is not None, proc.stderr[-2000:]
@@ -108,3 +110,27 @@ def test_a_source_is_still_imported(small: Path, tmp_path: Path) -> None:
     seen = imported_by("ls", str(metrics), cwd=tmp_path)
     assert seen["code"] == 0
     assert "rlprobe.importers" in seen["loaded"]
+
+
+@pytest.mark.parametrize("sql", ["SELECT 1", "SELECT * FROM steps", "SELECT 1 AS one, 'x' AS two"])
+def test_a_query_with_nothing_to_narrow_does_not_import_sqlglot(sql: str, small: Path, tmp_path: Path) -> None:
+    for target in (small, small.parent):  # a run, and the root holding it
+        seen = imported_by("query", str(target), sql, cwd=tmp_path, watched=("sqlglot",))
+        assert seen["code"] == 0
+        assert seen["tried"] == [] and seen["loaded"] == [], (target, sql)
+
+
+def test_ls_reads_the_columns_sqlglot_would_prove_without_importing_it(small: Path, tmp_path: Path) -> None:
+    from rlprobe.store import scope
+    from rlprobe.store.reader import LS_NAMES, LS_SQL
+
+    assert scope.columns_read(LS_SQL) == LS_NAMES
+    for target in (small, small.parent):
+        seen = imported_by("ls", str(target), cwd=tmp_path, watched=("sqlglot",))
+        assert seen["code"] == 0 and seen["tried"] == [], target
+
+
+def test_a_query_naming_its_columns_still_reads_them_with_sqlglot(small: Path, tmp_path: Path) -> None:
+    """The other side: narrowing to the columns a query names needs its parse."""
+    seen = imported_by("query", str(small), "SELECT step, reward_mean FROM steps", cwd=tmp_path, watched=("sqlglot",))
+    assert seen["code"] == 0 and seen["loaded"] == ["sqlglot"]

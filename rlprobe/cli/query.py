@@ -44,10 +44,10 @@ def explain_unknown_table(exc: QueryError) -> QueryError:
                       f"(also as v1.<view>; `rlprobe schema` lists their columns)")
 
 
-def run_query(store: Any, sql: str) -> Any:
-    """store.typed_table(sql), with a missing table's error naming the views."""
+def run_query(store: Any, sql: str, names: Any = None) -> Any:
+    """store.typed_table(sql, names=names), with a missing table's error naming the views."""
     try:
-        return store.typed_table(sql)
+        return store.typed_table(sql, names=names)
     except QueryError as exc:
         raise explain_unknown_table(exc) from exc
 
@@ -109,13 +109,13 @@ def ls_command(root: str, output: Output, strict: bool) -> None:
 
 
 def _ls(store: Any, output: Output) -> None:
-    from rlprobe.store.reader import LS_SQL, with_broken_runs
+    from rlprobe.store.reader import LS_NAMES, LS_SQL, with_broken_runs
 
     for warning in store.warnings:
         click.echo(f"rlprobe: warning: {warning}", err=True)
     if output.out is not None:
         store.refuse_output_inside(output.out)  # before the query: nothing written
-    columns, types, table = run_query(store, LS_SQL)
+    columns, types, table = run_query(store, LS_SQL, LS_NAMES)
     base = str(store.target.path)
     emit(columns, types, with_broken_runs(store, table), output, table_cells={
         "tags": lambda tags: ",".join(tags or []),  # one cell: tag1,tag2 (a table has no lists)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rlprobe.errors import UPGRADE_HINT
 from rlprobe.layout import SEALED
 from rlprobe.schemas import EVENT_COLUMN_TYPES, SAMPLE_COLUMN_TYPES, SCHEMA_VERSION, STEP_COLUMN_TYPES
 
@@ -225,7 +226,7 @@ def manifest(spark: Any, root: str) -> Any:
     version = F.when(ok, F.expr("TRY_CAST(get_json_object(value, '$.schema_version') AS BIGINT)"))
     too_new = F.concat(
         F.lit("recording "), F.col("rec_dir"), F.lit(" uses recording format v"), version.cast("string"),
-        F.lit(f" but this rlprobe reads up to v{SCHEMA_VERSION}: upgrade rlprobe (pip install -U rlprobe)"),
+        F.lit(f" but this rlprobe reads up to v{SCHEMA_VERSION}: {UPGRADE_HINT}"),
     )
 
     def field(path: str) -> Any:

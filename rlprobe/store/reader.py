@@ -10,24 +10,18 @@ import json
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from rlprobe.arrow_numpy import to_numpy
 from rlprobe.errors import NoStepsYet, NotARecording
-from rlprobe.schemas import (
-    EXTRA_PREFIX,
-    REWARD_COMPONENT_PREFIX,
-    STEP_COLUMN_TYPES,
-    Event,
-    RunManifest,
-    SampleRecord,
-    StepRecord,
-    unflatten_dicts,
-)
+from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX, STEP_COLUMN_TYPES, unflatten_dicts
 from rlprobe.store.engine import Store, open_store
+
+if TYPE_CHECKING:  # the pydantic models load where records are built, not with every query
+    from rlprobe.models import Event, RunManifest, SampleRecord, StepRecord
 
 
 def _single_run(store: Store) -> Store:
@@ -37,6 +31,8 @@ def _single_run(store: Store) -> Store:
 
 
 def _manifest_from_row(row: dict[str, Any]) -> RunManifest | None:
+    from rlprobe.models import RunManifest
+
     if row.get("schema_version") is None and row.get("created_at") is None:
         return None
     data = {k: v for k, v in row.items() if v is not None and k not in ("run_dir",)}
@@ -78,6 +74,8 @@ class RunReader:
 
     def steps(self) -> list[StepRecord]:
         """Every step of rank 0, ordered by step, with reward_components and extra rebuilt."""
+        from rlprobe.models import StepRecord
+
         return _records(self.steps_table(), StepRecord)
 
     def steps_table(self) -> pa.Table:
@@ -88,6 +86,8 @@ class RunReader:
 
     def samples(self, step_from: int | None = None, step_to: int | None = None) -> list[SampleRecord]:
         """Captured samples of every rank, optionally within [step_from, step_to]."""
+        from rlprobe.models import SampleRecord
+
         return _records(self.samples_table(step_from, step_to), SampleRecord)
 
     def samples_table(self, step_from: int | None = None, step_to: int | None = None) -> pa.Table:
@@ -100,6 +100,8 @@ class RunReader:
 
     def events(self, kind: str | None = None) -> list[Event]:
         """Events of every rank in time order, optionally of one kind."""
+        from rlprobe.models import Event
+
         table = self.query(
             "SELECT timestamp, kind, step, rank, message, data FROM events "
             "WHERE ? IS NULL OR kind = ? ORDER BY timestamp",
@@ -195,6 +197,11 @@ LS_SQL = (
     "tags, created_at, run_dir FROM runs ORDER BY created_at NULLS LAST, run_dir"
 )
 """What `rlprobe ls` lists (its last column is run_dir)."""
+
+LS_NAMES = frozenset({"run_id", "name", "status", "steps_recorded", "steps", "last_step", "algorithm", "model_name",
+                      "tags", "created_at", "run_dir", "runs"})
+"""Every name LS_SQL mentions, what scope.columns_read proves of it (tests/test_cli_startup.py
+checks): ls reads only these columns without loading sqlglot to parse a query that never changes."""
 
 
 def with_broken_runs(store: Store, table: Any) -> Any:

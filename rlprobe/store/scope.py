@@ -16,6 +16,10 @@ from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 _EXPLAIN = re.compile(r"^\s*EXPLAIN(\s+ANALYZE)?\s+", re.I)
+# A star that selects every column (SELECT *, SELECT DISTINCT *, a, *, t.*): such a query needs
+# every column, which the text says without a parse. A match in a string or a comment (LIKE 'a.*')
+# only leaves that query's columns unnarrowed, as a parse would leave COLUMNS('extra.*').
+_STAR = re.compile(r"(?:\bselect\s+(?:distinct\s+)?|,\s*|\.)\*", re.I)
 
 
 @lru_cache(maxsize=1)
@@ -27,6 +31,23 @@ def _view_names() -> frozenset[str]:
     for version in sqlfiles.versions():
         names.update(f.name.lower() for f in sqlfiles.load(version) if f.kind in ("source", "view", "feature"))
     return frozenset(names)
+
+
+def mentions(sql: str, names: Iterable[str]) -> bool:
+    """Whether one of names (lowercase) occurs anywhere in sql's text, in any case.
+
+    The look before a parse: sqlglot costs ~140 ms to import, once per process, and a query
+    whose text holds none of rlprobe's view names reads none of them, so there is nothing to
+    scope or narrow (`SELECT 1`, a query of the user's own tables). A name inside a longer word,
+    a string or a comment only sends the query on to the parser, which decides as before.
+    """
+    text = sql.lower()
+    return any(name in text for name in names)
+
+
+def mentions_a_view(sql: str) -> bool:
+    """Whether sql's text names one of rlprobe's views or sources at all (see mentions)."""
+    return mentions(sql, _view_names())
 
 
 def _literal_run_ids(condition: object, alias: str, only_source: bool, bound: Callable[[object], Optional[str]]) -> Optional[set[str]]:
@@ -169,8 +190,12 @@ def columns_read(sql: str) -> Optional[frozenset[str]]:
     Proved means: one query (EXPLAIN of one too) that reads nothing but rlprobe's public views
     (steps, samples, events, runs, manifest) and its own CTEs, with no star outside count(*)
     and no COLUMNS(...). Every name is kept, whichever table it belongs to: a name the files do
-    not have matches nothing, so a larger set only costs nothing.
+    not have matches nothing, so a larger set only costs nothing. A query whose text names none
+    of those views, or selects a star, is None before sqlglot loads: it has no view columns to
+    narrow, or needs them all.
     """
+    if not mentions(sql, _NARROWABLE_VIEWS) or _STAR.search(sql):
+        return None
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError

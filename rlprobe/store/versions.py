@@ -13,7 +13,7 @@ applies them per run by its manifest's version (check() already lets migratable 
 
 from __future__ import annotations
 
-from rlprobe.errors import CorruptRecording, SchemaTooNew
+from rlprobe.errors import UPGRADE_HINT, CorruptRecording, SchemaTooNew
 from rlprobe.schemas import SCHEMA_VERSION
 
 READABLE_VERSIONS = frozenset(range(1, SCHEMA_VERSION + 1))
@@ -29,7 +29,7 @@ def check(schema_version: int | None, where: str) -> None:
     if schema_version > SCHEMA_VERSION:
         raise SchemaTooNew(
             f"{where} uses recording format v{schema_version} but this rlprobe reads up to "
-            f"v{SCHEMA_VERSION}: upgrade rlprobe (pip install -U rlprobe)"
+            f"v{SCHEMA_VERSION}: {UPGRADE_HINT}"
         )
     if schema_version not in READABLE_VERSIONS and schema_version not in MIGRATIONS:
         raise CorruptRecording(f"{where} declares recording format v{schema_version}, which no rlprobe release wrote")

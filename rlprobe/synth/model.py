@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from rlprobe.schemas import STEP_FLOAT_FIELDS
 from rlprobe.synth._numeric import (
     beta_moment,
     logit,
@@ -52,19 +53,7 @@ COMPONENT_NAMES = {
 }
 
 # Every scalar StepRecord field the generator can produce (wall_time is always written).
-GEN_FIELDS = (
-    "reward_mean", "reward_std", "reward_min", "reward_max",
-    "kl_mean", "kl_max",
-    "entropy_mean", "logprob_mean", "ratio_mean", "ratio_p95", "clip_fraction",
-    "adv_mean", "adv_std", "adv_zero_frac",
-    "group_reward_std_mean", "zero_variance_group_frac",
-    "value_loss", "value_explained_variance", "value_clip_fraction",
-    "loss", "lr", "grad_norm", "grad_norm_post_clip", "nan_count", "inf_count", "weight_update_ratio",
-    "completion_len_mean", "completion_len_p95", "completion_len_max", "max_len_hit_frac", "eos_rate",
-    "repetition_rate", "truncation_rate",
-    "step_time_s", "generation_time_s", "optimization_time_s",
-    "batch_age", "logprob_mismatch",
-)
+GEN_FIELDS = tuple(name for name in STEP_FLOAT_FIELDS if name != "wall_time")
 GROUP_FIELDS = ("group_reward_std_mean", "zero_variance_group_frac")
 VALUE_FIELDS = ("value_loss", "value_explained_variance", "value_clip_fraction")
 KL_FIELDS = ("kl_mean", "kl_max", "kl_positional")

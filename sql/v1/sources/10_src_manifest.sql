@@ -6,10 +6,16 @@
 -- doc: than this reader knows, or declaring a version that is not an integer, makes every query
 -- doc: over that run fail with an upgrade message: a newer recording must never be read as if it
 -- doc: were an old one. A rank sub-recording's manifest counts too (rank-001 of a v1 run may have
--- doc: been written by a newer rlprobe); schema_version is the run's own manifest's.
+-- doc: been written by a newer rlprobe); schema_version is the run's own manifest's. The macro
+-- doc: v1.upgrade_hint() holds the words of that message saying how to upgrade.
 -- columns: run_dir VARCHAR, manifest_ok BOOLEAN, schema_version BIGINT, run_id VARCHAR,
 -- columns: created_at VARCHAR, algorithm VARCHAR, model_name VARCHAR, world_size BIGINT,
 -- columns: trainer_config JSON, environment JSON, name VARCHAR, tags VARCHAR[]
+
+-- PyPI's "rlprobe" is another project: rlprobe is upgraded where it was installed from. The same
+-- words as rlprobe.errors.UPGRADE_HINT (tests/test_cli_setup.py checks it), which Python raises.
+CREATE OR REPLACE MACRO v1.upgrade_hint() AS
+    'upgrade rlprobe (in its clone: git pull && pip install -e .; installed from a git URL: pip install --force-reinstall "rlprobe @ git+<url>@<new commit>")';
 
 CREATE OR REPLACE VIEW v1.src_manifest AS
 WITH versions AS (
@@ -32,11 +38,11 @@ SELECT
     CASE
         WHEN newest > 1 THEN error(
             'recording ' || rec_dir || ' uses recording format v' || newest
-            || ' but this rlprobe reads up to v1: upgrade rlprobe (pip install -U rlprobe)')
+            || ' but this rlprobe reads up to v1: ' || v1.upgrade_hint())
         WHEN unknown THEN error(
             'recording ' || rec_dir || ' declares a schema_version that is not an integer, so no '
-            || 'rlprobe can tell which recording format it is: upgrade rlprobe (pip install -U rlprobe) '
-            || 'or fix its manifest.json')
+            || 'rlprobe can tell which recording format it is: ' || v1.upgrade_hint()
+            || ' or fix its manifest.json')
         ELSE rec_dir
     END AS run_dir,
     ok AS manifest_ok,
