@@ -335,3 +335,70 @@ def test_a_batch_the_reward_proves_polarised_is_degenerate_groups_without_jitter
     reward = np.where(up, 0.6, 0.4) + r.normal(0, 0.01, n)
     found = loud(findings(table(n, step_every=8, zero_variance_group_frac=np.clip(zero, 0, 1), reward_mean=reward)))
     assert "DEGENERATE_GROUPS" in found and 240 <= found["DEGENERATE_GROUPS"].first_step <= 260
+
+
+# -- onsets read off the logged values, not their trailing median ------------------------------
+
+
+def test_an_entropy_collapse_is_dated_at_the_first_point_below_the_line_not_where_the_median_crosses() -> None:
+    """Entropy 0.34 on steps 2-12, 0.30 at 14, 0.13 at 16, 0.0105 from 18 (a 25-point log every 2
+    steps): the trailing median crosses a fifth of the early level at step 22, the values at 18."""
+    entropy = np.r_[np.full(6, 0.34), [0.30, 0.132], np.full(17, 0.0105)] * (1 + rng(41).normal(0, 0.01, 25))
+    f = findings(table(25, step_every=2, entropy_mean=entropy))["ENTROPY_COLLAPSE"]
+    assert f.first_step == 18
+
+
+def test_clipping_that_holds_from_the_first_logged_step_is_dated_there() -> None:
+    clip = 0.6 + rng(42).normal(0, 0.06, 600)
+    f = findings(table(600, step_every=10, clip_fraction=clip))["CLIP_SATURATION"]
+    assert f.severity == "critical" and f.first_step == 10
+
+
+def test_a_value_loss_on_its_way_up_is_dated_where_it_left_its_early_level() -> None:
+    """Value loss ~0.3 for 400 steps, then doubling every few steps: it crosses 4x its early
+    level at step 411 but had left it (2x) at step 403."""
+    n = 440
+    loss = 0.3 * (1 + rng(43).normal(0, 0.08, n))
+    loss[398:] *= 1.12 ** np.arange(n - 398)
+    f = findings(table(n, value_loss=loss))["VALUE_DIVERGENCE"]
+    assert 400 <= f.first_step <= 406
+
+
+def test_advantages_far_below_the_rewards_spread_from_the_first_step_are_an_advantage_collapse() -> None:
+    """adv_std 0.0065 on every step while the groups' rewards spread 0.45 and no group is
+    degenerate: whether or not it divides by the group std, GRPO's advantages cannot be 70x
+    smaller than that. The run's own early level cannot show it: nothing ever changed."""
+    n = 78
+    r = rng(44)
+    found = findings(table(n, adv_std=0.00654 * (1 + r.normal(0, 0.001, n)), reward_std=0.45 + r.normal(0, 0.05, n),
+                           group_reward_std_mean=0.45 + r.normal(0, 0.05, n), zero_variance_group_frac=np.zeros(n),
+                           reward_mean=0.33 + r.normal(0, 0.1, n)))
+    f = found["ADV_COLLAPSE"]
+    assert f.severity == "critical" and f.first_step == 1 and "From the first logged step" in f.explanation
+
+
+def test_healthy_group_normalised_advantages_are_not_small_from_the_start() -> None:
+    n = 78
+    r = rng(45)
+    found = findings(table(n, adv_std=0.9 + r.normal(0, 0.02, n), reward_std=0.45 + r.normal(0, 0.05, n),
+                           group_reward_std_mean=0.4 + r.normal(0, 0.05, n), zero_variance_group_frac=np.clip(0.2 + r.normal(0, 0.05, n), 0, 1),
+                           reward_mean=0.33 + r.normal(0, 0.1, n)))
+    assert "ADV_COLLAPSE" not in loud(found)
+
+
+def test_a_kl_jump_in_a_short_log_is_dated_at_the_jump() -> None:
+    """KL 0.015 -> 0.041 over steps 1-5, 0.54 at step 6, then 0.5-0.7 to step 26: a thirteenfold
+    jump of the level in one step, four points into a 26-point log."""
+    kl = np.r_[[0.0148, 0.0231, 0.0317, 0.034, 0.041], 0.6 + rng(46).normal(0, 0.05, 21)]
+    f = findings(table(26, kl_mean=kl, entropy_mean=1.05 + rng(47).normal(0, 0.02, 26)))["KL_BLOWUP"]
+    assert f.severity == "critical" and f.first_step == 6
+
+
+def test_a_short_stretch_of_luck_in_a_sparse_one_prompt_reward_is_not_a_collapse() -> None:
+    """One prompt of 6 rollouts per step and a sparse binary reward (the generator's healthy
+    reasoning_growth run, seed 171): a step's mean is 0 on most steps and jumps to 1/3-2/3 when
+    the prompt is an easy one, so a dozen steps that happen to hold a few easy prompts are no
+    level the reward held. The median difference of such a series is 0; its root mean square
+    difference sees the jumps. Before, a critical REWARD_COLLAPSE "from 0.333 over steps 124-135
+    to 0"."""
+    assert "REWARD_COLLAPSE" not in loud(findings(_synth_prefix("healthy:reasoning_growth", 221, 171, 1.0)))

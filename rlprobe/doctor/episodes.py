@@ -76,6 +76,28 @@ def find_episode(
     return Episode(start, end, severity, onset)
 
 
+def raw_onset(episode: Episode, raw: np.ndarray, floor: int = 0) -> Episode:
+    """The episode with its onset at the first logged point of the unbroken run of points whose
+    raw values already meet the condition and lead into it (never before `floor`, never later
+    than it was).
+
+    A condition tested on a smoothed series (a trailing median) crosses a few points after the
+    values did; smoothing may confirm a change, never delay its date. `raw` is the condition on
+    the unsmoothed values, point by point (NaN points, where the metric was not logged, are
+    passed over: a sparse log's empty bins do not break the run).
+    """
+    raw = np.asarray(raw, dtype=bool)
+    k = min(episode.onset, episode.start)
+    j = k
+    while j > floor:
+        if raw[j - 1]:
+            j -= 1
+            k = j
+        else:
+            break
+    return Episode(episode.start, episode.end, episode.severity, min(episode.onset, k))
+
+
 def confidence(strength: float, at_half: float, duration: int, sustain: int, floor: float = 0.35) -> float:
     """Confidence from how far past the threshold (strength) and for how long (duration)."""
     depth = squash(strength, at_half)

@@ -439,8 +439,20 @@ def bounded_noise(x: np.ndarray) -> float:
         q25, q75 = np.percentile(v, [25, 75])
         p = float(min(max(0.5, q25), q75))
         floor = binomial_sd(p, n)
+        # A sparse reward sits at 0 on most steps and jumps on a few: the median difference is 0
+        # and says nothing of those jumps, and when the rollouts of a step share few prompts
+        # their outcomes are correlated, so a step's mean varies more than the binomial says.
+        # The root mean square of successive differences (von Neumann) sees both.
+        d = np.diff(v)
+        mssd = math.sqrt(float(np.mean(d * d)) / 2.0) if len(d) else 0.0
+        floor = max(floor, mssd) if _zero_inflated(v) else floor
         return max(empirical, floor) if np.isfinite(empirical) else floor
     return empirical
+
+
+def _zero_inflated(v: np.ndarray) -> bool:
+    """True when most points of a bounded series sit exactly at one end of it (0, or its top)."""
+    return float(np.mean(v == np.min(v))) >= 0.5 or float(np.mean(v == np.max(v))) >= 0.5
 
 
 # -- level shifts ------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ import numpy as np
 from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
-    Episode, back_to_departure, baseline_end, confidence, find_episode, held_stretch, level_falls, log_level_jumps, make_finding, still_holds,
-    sustain_points,
+    Episode, back_to_departure, baseline_end, confidence, find_episode, held_stretch, level_falls, log_level_jumps, make_finding, raw_onset,
+    still_holds, sustain_points,
 )
 from rlprobe.doctor.findings import SEVERITY_ORDER, Finding, Severity
 from rlprobe.doctor.registry import detects
@@ -65,6 +65,11 @@ def clip_saturation(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     )
     if episode is None:
         return None
+    raw = np.asarray(feat.value, dtype=float)
+    if implied:
+        raw = _implied_clip_fraction(np.nan_to_num(raw, nan=1.0), p["clip_eps"])
+    # an absolute share: clipping that holds from the first logged point is dated there
+    episode = raw_onset(episode, np.nan_to_num(raw, nan=0.0) >= p["clip_warn"])
     held = level[episode.start : episode.end + 1]
     typical = float(np.median(held))
     first_step, last_step = episode.steps(feat)
@@ -172,6 +177,59 @@ def _adv_fall(ctx: DetectorContext, feat: MetricFeatures, kept: np.ndarray, p: d
     return Episode(fall.start, fall.end, severity, fall.start), fall.before, rv, used
 
 
+def _adv_small_from_start(ctx: DetectorContext, feat: MetricFeatures, kept: np.ndarray, p: dict[str, Any]) -> Finding | None:
+    """Advantages far smaller than the rewards' own spread allows, from the first logged step.
+
+    In group-relative RL (GRPO, RLOO, DAPO: the run logs the share of zero-variance groups or
+    the within-group reward std) a rollout's advantage is its reward minus its group's mean,
+    divided by the group's std or not. Either way the batch's advantage std is at least about
+    the smaller of 1 and the within-group reward std, times sqrt(share of mixed groups): a
+    degenerate group's advantages are 0, every other group's have its reward spread or unit
+    spread. An adv_std ratio_warn times below that on (nearly) every step from the first is a
+    computation that throws the signal away (a wrong normaliser, a scale bug), which no
+    comparison with the run's own early level can see. Critical below ratio_critical.
+    """
+    within = ctx.features("group_reward_std_mean")
+    zvf = ctx.features("zero_variance_group_frac")
+    if within is None and zvf is None:
+        return None  # not recognisably group-relative: PPO's advantages have no such floor
+    spread = aligned(ctx, "group_reward_std_mean" if within is not None else "reward_std", feat.step, "value")
+    if spread is None:
+        return None
+    mixed = aligned(ctx, "zero_variance_group_frac", feat.step, "value") if zvf is not None else None
+    share = np.sqrt(np.clip(1.0 - np.nan_to_num(mixed, nan=0.0), 0.0, 1.0)) if mixed is not None else np.ones(len(feat))
+    expected = share * np.minimum(1.0, np.maximum(spread, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(expected > 1e-9, kept / expected, np.nan)
+    ok = np.isfinite(ratio)
+    n = len(feat)
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    small = ok & (ratio < p["ratio_warn"])
+    hit = held_stretch(small, sustain)
+    if hit is None or hit[0] > 1 or not still_holds(small, hit[1], sustain) or float(np.mean(small[ok])) < 0.95:
+        return None
+    start, end = hit
+    held = float(np.nanmedian(ratio[start : end + 1]))
+    severity: Severity = "critical" if held < p["ratio_critical"] else "warn"
+    adv_level = float(np.nanmedian(kept[start : end + 1]))
+    spread_level = float(np.nanmedian(spread[start : end + 1]))
+    what = "within-group reward std" if within is not None else "reward std"
+    return make_finding(
+        ctx, "ADV_COLLAPSE", Episode(start, end, severity, start), feat,
+        confidence(p["ratio_warn"] / max(held, 1e-6) - 1.0, 4.0, end - start + 1, sustain),
+        f"From the first logged step the advantages are {held:.1%} of what the rewards' spread gives (adv_std "
+        f"{adv_level:.3g} against a {what} of {spread_level:.3g}): the advantage computation throws the reward "
+        "signal away, and the policy gradient has almost none of it.",
+        {"variant": "from_start", "adv_std_during": adv_level, f"{'group_reward_std_mean' if within is not None else 'reward_std'}_during": spread_level,
+         "adv_std_ratio_to_expected": held},
+        [
+            "Check the advantage computation: normalisation (divide by std + eps), reward scaling, advantage clipping or masking.",
+            "Inspect the linked samples: completions with different rewards but near-zero advantages confirm it.",
+        ],
+        sample_order="abs(advantage) ASC NULLS LAST, reward_total DESC NULLS LAST",
+    ).model_copy(update={"ongoing": True})
+
+
 @detects("ADV_COLLAPSE")
 def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Advantage magnitude collapses across the whole batch while rewards keep their variance.
@@ -244,6 +302,10 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     episode = find_episode(feat, warn, critical, sustain, refine_with=refine, not_before=baseline_end(n) // 2)
     reference, yardstick = feat.b_median, "its early level"
     if episode is None and use_std:
+        pinned = _adv_small_from_start(ctx, feat, adv_kept, p)
+        if pinned is not None:
+            return pinned
+    if episode is None and use_std:
         # The early window cannot be the yardstick when the advantage scale fell inside it (a
         # fall in the first tenth of the run): then the fall is judged against the level it held
         # just before, and the reward's variance across the same change.
@@ -257,6 +319,8 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         rv = np.full(n, rv_fall if rv_fall is not None else 1.0)
     if episode is None:
         return None
+    if use_std and yardstick == "its early level":
+        episode = raw_onset(episode, np.nan_to_num(adv_kept / feat.b_median, nan=1.0) < p["ratio_warn"], floor=baseline_end(n) // 2)
     first_step, last_step = episode.steps(feat)
     evidence: dict[str, Any] = {}
     lowest = None
@@ -348,6 +412,18 @@ def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     episode = find_episode(feat, warn, critical, sustain, refine_with=refine, not_before=baseline_end(n) // 2)
     if episode is None:
         return None
+    # the same tests on the logged values, not their trailing median: the date of the first of them
+    raw_bad = np.zeros(n, dtype=bool)
+    if use_ev:
+        r = np.asarray(ev.value, dtype=float)
+        raw_bad |= (r <= p["ev_warn"]) & (np.fmax.accumulate(np.where(np.isfinite(r), r, -np.inf)) - r >= p["ev_drop"])
+    if loss_ratio is not None:
+        raw_ratio = (np.asarray(vl.value, dtype=float) / vl.b_median if feat is vl
+                     else aligned(ctx, "value_loss", feat.step, "value") / vl.b_median)
+        # a loss on its way up is dated from where it left its early level (half-way to
+        # loss_ratio_warn in log, 2x by default) and kept rising into the episode
+        raw_bad |= np.nan_to_num(raw_ratio, nan=1.0) >= math.sqrt(p["loss_ratio_warn"])
+    episode = raw_onset(episode, raw_bad, floor=baseline_end(n) // 2)
     first_step, last_step = episode.steps(feat)
     window = slice(episode.start, episode.end + 1)
     evidence: dict[str, Any] = {}

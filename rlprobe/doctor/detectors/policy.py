@@ -12,7 +12,7 @@ import numpy as np
 from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
-    Episode, baseline_end, confidence, find_episode, level_falls, log_level_jumps, make_finding, sustain_points,
+    Episode, baseline_end, confidence, find_episode, level_falls, log_level_jumps, make_finding, raw_onset, sustain_points,
 )
 from rlprobe.doctor.series import level_at_steps
 from rlprobe.doctor.findings import Finding
@@ -93,6 +93,7 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         lo = baseline_end(len(feat)) // 2
         episode = Episode(episode.start, episode.end, episode.severity,
                           refine_onset(log_smooth, episode.start, lo, episode.start + 2 * sustain))
+        episode = raw_onset(episode, value / feat.b_median < p["ratio_warn"], floor=lo)
         held = ratio[episode.start : episode.end + 1]
         lowest = float(np.min(held))
     else:
@@ -246,7 +247,7 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     # climb is not a trend to extrapolate. The trend is fitted from where KL first reached a
     # fifth of its typical (median) level over the first third of the run, and min_kl nats
     # (below that the policy has not measurably left the reference).
-    early = value[: max(10, len(value) // 10)]
+    early = value[: max(5, len(value) // 10)]
     typical = float(np.nanmedian(np.where(early > 0, early, np.nan))) if np.any(early > 0) else float("nan")
     if np.isfinite(typical):
         settled = np.flatnonzero(np.isfinite(value) & (value >= max(p["settle_share"] * typical, p["min_kl"])))
@@ -260,7 +261,7 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     # the trend a break departs from is trusted only over a tenth of the fitted points (at least
     # 8), and only if KL was not falling: a few points that happen to dip would make any
     # ordinary rise look like a break
-    fit = hinge_fit(u_all[idx], np.log(value[idx]), min_side=max(3, len(idx) // 25), min_before=max(5, len(idx) // 20))
+    fit = hinge_fit(u_all[idx], np.log(value[idx]), min_side=max(3, len(idx) // 25), min_before=max(4, len(idx) // 20))
     if fit is None or fit.improvement < p["min_improvement"]:
         return None
     if fit.p < -0.5:
@@ -282,6 +283,11 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     severity = "critical" if first_sustained(critical[start:], sustain) is not None else "warn"
     onset = _kl_onset(fit, u_all, c, start, p["departure"])
     episode = Episode(start, end, severity, onset)
+    # the logged values (not their centred median, which a one-point jump reaches a point late)
+    # that already stood well above the trend (sqrt(excess_warn), 1.7x) and lead into the episode
+    raw_log = np.log(np.where(np.isfinite(feat.value) & (feat.value > 0), feat.value, np.nan))
+    trend = fit.a + fit.p * u_all
+    episode = raw_onset(episode, np.nan_to_num(raw_log - trend, nan=0.0) > 0.5 * math.log(p["excess_warn"]), floor=lo)
     peak_excess = float(np.exp(np.max(excess[start : end + 1])))
     verdict = " the policy is escaping the reference."
     evidence: dict[str, Any] = {
