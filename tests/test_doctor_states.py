@@ -402,3 +402,19 @@ def test_a_short_stretch_of_luck_in_a_sparse_one_prompt_reward_is_not_a_collapse
     difference sees the jumps. Before, a critical REWARD_COLLAPSE "from 0.333 over steps 124-135
     to 0"."""
     assert "REWARD_COLLAPSE" not in loud(findings(_synth_prefix("healthy:reasoning_growth", 221, 171, 1.0)))
+
+
+def test_grad_norm_spikes_in_a_30_point_log_are_judged_against_that_many_points() -> None:
+    """Grad norm ~0.5 with a factor-of-4 spread from step to step, and spikes of 15, 137, 90 and
+    42 in a 31-step console log: against a 4.5-sigma bar made for runs of thousands of steps
+    they were two events; with 31 points, 3.4 sigma is already a 1-in-100 event."""
+    g = np.array([0.49, 0.47, 0.72, 0.61, 0.63, 0.92, 0.42, 0.55, 0.33, 0.38, 0.37, 0.37, 0.43, 0.27, 0.54, 15.07,
+                  0.36, 0.66, 0.77, 1.11, 1.11, 12.06, 0.66, 137.5, 89.8, 1.08, 1.16, 0.70, 42.5, 1.63, 0.73])
+    f = findings(table(31, grad_norm=g))["GRAD_PATHOLOGY"]
+    assert f.severity in ("warn", "critical") and f.first_step == 16 and "spikes" in f.explanation
+
+
+def test_one_spike_in_a_short_noisy_log_is_not_a_gradient_pathology() -> None:
+    g = np.exp(np.log(0.5) + rng(51).normal(0, 0.5, 31))
+    g[15] = 30.0
+    assert "GRAD_PATHOLOGY" not in loud(findings(table(31, grad_norm=g)))

@@ -79,7 +79,7 @@ def find_episode(
 def raw_onset(episode: Episode, raw: np.ndarray, floor: int = 0) -> Episode:
     """The episode with its onset at the first logged point of the unbroken run of points whose
     raw values already meet the condition and lead into it (never before `floor`, never later
-    than it was).
+    than it was). One point that does not meet it between two that do does not end the run.
 
     A condition tested on a smoothed series (a trailing median) crosses a few points after the
     values did; smoothing may confirm a change, never delay its date. `raw` is the condition on
@@ -92,6 +92,9 @@ def raw_onset(episode: Episode, raw: np.ndarray, floor: int = 0) -> Episode:
     while j > floor:
         if raw[j - 1]:
             j -= 1
+            k = j
+        elif j - 2 >= floor and raw[j - 2]:
+            j -= 2  # one noisy point in between does not end the run of values that met it
             k = j
         else:
             break

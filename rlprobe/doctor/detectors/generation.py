@@ -17,7 +17,7 @@ import numpy as np
 from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
-    Episode, baseline_end, confidence, find_episode, held_stretch, make_finding, still_holds, sustain_points,
+    Episode, baseline_end, confidence, find_episode, held_stretch, make_finding, raw_onset, still_holds, sustain_points,
 )
 from rlprobe.doctor.findings import Finding, Severity
 from rlprobe.doctor.registry import detects
@@ -490,6 +490,8 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     log_smooth = np.log(np.maximum(finite_or(feat.smooth, feat.b_median), 1e-12))
     episode = Episode(episode.start, episode.end, "info",
                       refine_onset(log_smooth, episode.start, baseline_end(len(feat)) // 2, episode.start + 2 * sustain))
+    raw_ratio = np.asarray(feat.value, dtype=float) / feat.b_median
+    episode = raw_onset(episode, np.nan_to_num(raw_ratio, nan=0.0) >= p["ratio_info"], floor=baseline_end(len(feat)) // 2)
     seg = slice(episode.start, episode.end + 1)
     held = float(np.median(ratio[seg]))
     first_step, last_step = episode.steps(feat)

@@ -507,11 +507,28 @@ def _nonfinite_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] |
     }
 
 
+def spike_sigmas(n_points: int, cap: float, alpha: float = 0.01) -> float:
+    """How many of its own noise scales a step must stand above the local level to be a spike:
+    the level a run of n_points steps of log-normal noise exceeds with probability alpha (the
+    largest of n normal draws grows like sqrt(2 ln n)), at least 3 and at most `cap`.
+
+    A fixed 4.5 sigma is the right bar for a run of thousands of steps (about 1 chance in 300k
+    a step), and far too high for a 30-point log, where 3.4 sigma already has 1 chance in a
+    hundred to happen once by chance.
+    """
+    from statistics import NormalDist
+
+    n = max(1, int(n_points))
+    return float(min(cap, max(3.0, NormalDist().inv_cdf(1.0 - alpha / n))))
+
+
 def _spike_part(ctx: DetectorContext, p: dict[str, Any], n_steps: int) -> dict[str, Any] | None:
+    count = ctx.query("SELECT count(*) AS n FROM v1.feat_opt_grad_spikes WHERE run_id = ? AND log_ratio IS NOT NULL")
+    n_points = int(count.column("n")[0].as_py() or 0)
     table = ctx.query(
         "SELECT step, grad_norm, log_ratio, noise_scale FROM v1.feat_opt_grad_spikes "
         "WHERE run_id = ? AND log_ratio >= greatest(?, ? * noise_scale) ORDER BY step",
-        [ctx.run_id, math.log(p["spike_ratio_min"]), p["spike_sigmas"]],
+        [ctx.run_id, math.log(p["spike_ratio_min"]), spike_sigmas(n_points, p["spike_sigmas"])],
     )
     if table.num_rows == 0:
         return None
