@@ -418,3 +418,23 @@ def test_one_spike_in_a_short_noisy_log_is_not_a_gradient_pathology() -> None:
     g = np.exp(np.log(0.5) + rng(51).normal(0, 0.5, 31))
     g[15] = 30.0
     assert "GRAD_PATHOLOGY" not in loud(findings(table(31, grad_norm=g)))
+
+
+def test_reward_std_exactly_zero_from_some_step_on_is_a_run_without_signal() -> None:
+    """A TRL console log: reward_std (the mean of the groups' stds) ~0.11 for 630 points, then
+    exactly 0 on every step to the end while the batch mean still moves between 0.59 and 0.66
+    (different prompts, each all-right or all-wrong alike) and the grad norm is exactly 0. No
+    zero-variance share is logged, so only reward_std can say it."""
+    n = 918
+    r = rng(52)
+    std = np.where(np.arange(n) < 632, 0.11 + r.normal(0, 0.005, n), 0.0)
+    grad = np.where(np.arange(n) < 632, np.abs(0.4 + r.normal(0, 0.2, n)), 0.0)
+    f = findings(table(n, step_every=4, reward_std=std, reward_mean=0.62 + r.normal(0, 0.02, n), grad_norm=grad))["REWARD_STD_DEATH"]
+    assert f.severity == "critical" and f.first_step == 2532 and "exactly 0" in f.explanation
+
+
+def test_reward_std_that_is_zero_on_and_off_in_small_batches_is_not_gone() -> None:
+    n = 200
+    r = rng(53)
+    std = np.where(r.random(n) < 0.4, 0.0, 0.3 + r.normal(0, 0.05, n))
+    assert "REWARD_STD_DEATH" not in loud(findings(table(n, reward_std=std, reward_mean=0.4 + r.normal(0, 0.1, n))))

@@ -208,6 +208,77 @@ def _pinned(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     ).model_copy(update={"ongoing": True})
 
 
+def _std_gone(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
+    """reward_std exactly 0 on (nearly) every step from some point to the end, after it was not.
+
+    Exactly 0 is not a small spread that noise could fake: whether reward_std is the batch's std
+    or (TRL) the mean of the groups' stds, every group now gives all its rollouts the same reward,
+    so every advantage is 0, even while the batch mean still moves from step to step (different
+    prompts, each all-right or all-wrong alike). A grad norm of exactly 0 over the same steps says
+    the optimizer no longer moves at all. Where the reward sits says what it means: at the floor
+    the run is starved (critical); between, the run is stuck (a warning, critical when the
+    gradient is exactly 0 too). At the ceiling the main test decides (saturation is a failure
+    only when the policy collapsed with it), and a run that logs the share of zero-variance
+    groups has it said by DEGENERATE_GROUPS when the reward is not at its floor.
+    """
+    v = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(v)
+    zero = ok & (v == 0.0)
+    sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
+    hit = held_stretch(zero, sustain)
+    if hit is None or hit[0] <= 1 or not still_holds(zero, hit[1], sustain):
+        return None  # from the first step it is _pinned's (a run that never had a spread)
+    start, end = hit
+    if float(np.mean(zero[start:][ok[start:]])) < 0.95:
+        return None
+    before = v[:start][ok[:start]]
+    if len(before) < 3 or float(np.mean(before > 0.0)) < 0.8:
+        return None  # it was not alive before: exact zeros on and off are a small batch's chance
+    first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
+    reward = ctx.features("reward_mean")
+    rv = np.asarray(reward.value, dtype=float) if reward is not None else np.array([])
+    during = rv[(reward.step >= first_step) & (reward.step <= last_step)] if reward is not None else np.array([])
+    level = nanmedian(during) if len(during) else float("nan")
+    grad = ctx.features("grad_norm")
+    grad_dead = False
+    if grad is not None and len(grad):
+        g = np.asarray(grad.value, dtype=float)[(grad.step >= first_step) & (grad.step <= last_step)]
+        g = g[np.isfinite(g)]
+        grad_dead = len(g) >= 3 and float(np.mean(g == 0.0)) >= 0.95
+    position = float("nan")
+    if np.isfinite(rv).sum() >= 5 and np.isfinite(level):
+        lo, hi = np.nanpercentile(rv, [2, 98])
+        if hi - lo > 0:
+            position = (level - lo) / (hi - lo)
+    why = reward_at_floor(ctx, level, first_step, last_step) if np.isfinite(level) else None
+    if np.isfinite(level) and why is None and (reward_at_ceiling(level, rv) or position >= 0.8):
+        return None  # saturated: the main test says whether the policy collapsed with it
+    if why is None and ctx.features("zero_variance_group_frac") is not None:
+        return None  # each group all-right or all-wrong with the share logged: DEGENERATE_GROUPS says it
+    if why is not None or position <= 0.2 or grad_dead:
+        severity = "critical"
+        verdict = (f"the reward is at its floor ({why})" if why else
+                   "the reward is at the bottom of what the run reached" if position <= 0.2 else
+                   "the gradient is exactly 0 too (the optimizer no longer moves)") + ": the run has no learning signal left"
+    else:
+        severity, verdict = "warn", "each prompt's rollouts all right or all wrong alike: the run learns nothing more"
+    evidence: dict[str, Any] = {"variant": "std_gone", "reward_std_before": nanmedian(before), "reward_mean_while_held": level,
+                                "grad_norm_exactly_zero": grad_dead}
+    return make_finding(
+        ctx, "REWARD_STD_DEATH", Episode(start, end, severity, start), feat,
+        confidence(1.0, 1.0, end - start + 1, sustain, floor=0.6),
+        f"From step {first_step} reward_std is exactly 0 on every step (median {nanmedian(before):.3g} before, to step "
+        f"{last_step}): every group gives all its rollouts the same reward, so every advantage is 0; {verdict}.",
+        evidence,
+        [
+            "Read the linked samples: identical completions within a group (sampling temperature, a collapsed policy) or a reward that stopped discriminating.",
+            "If every prompt is solved, move to harder prompts; if the policy collapsed, roll back before the onset with a lower learning rate.",
+            "Use DAPO-style dynamic sampling to drop zero-variance groups, or raise the group size or temperature.",
+        ],
+        sample_order="step ASC",
+    ).model_copy(update={"ongoing": True})
+
+
 def _mean_still_moves(feat: MetricFeatures, reward: MetricFeatures | None, start: int, end: int, share: float) -> bool:
     """True when the batch-mean reward keeps moving from step to step over feat's points [start, end]
     at least `share` as much as it did before: the groups polarised (each all-right or all-wrong),
@@ -302,6 +373,9 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     feat = ctx.features("reward_std")
     if feat is None or len(feat) < 8:
         return None
+    gone = _std_gone(ctx, feat, p)
+    if gone is not None:
+        return gone
     grid = Grid.of(ctx)
     jitter = noise_ratio(ctx, grid, "reward_mean")
     lively = on_rows(grid, feat, jitter) >= p["jitter_max"] if jitter is not None else np.zeros(len(feat), dtype=bool)
