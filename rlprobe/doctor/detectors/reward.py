@@ -373,9 +373,11 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     feat = ctx.features("reward_std")
     if feat is None or len(feat) < 8:
         return None
-    gone = _std_gone(ctx, feat, p)
-    if gone is not None:
-        return gone
+    return _std_dies(ctx, feat, p) or _std_gone(ctx, feat, p)
+
+
+def _std_dies(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
+    """reward_std falls far below its early level while the batch-mean reward stops jittering."""
     grid = Grid.of(ctx)
     jitter = noise_ratio(ctx, grid, "reward_mean")
     lively = on_rows(grid, feat, jitter) >= p["jitter_max"] if jitter is not None else np.zeros(len(feat), dtype=bool)
