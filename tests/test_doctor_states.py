@@ -438,3 +438,20 @@ def test_reward_std_that_is_zero_on_and_off_in_small_batches_is_not_gone() -> No
     r = rng(53)
     std = np.where(r.random(n) < 0.4, 0.0, 0.3 + r.normal(0, 0.05, n))
     assert "REWARD_STD_DEATH" not in loud(findings(table(n, reward_std=std, reward_mean=0.4 + r.normal(0, 0.1, n))))
+
+
+def test_length_hacking_that_took_off_inside_the_early_window_is_judged_from_the_level_before() -> None:
+    """Completions 300 -> 1,280 tokens between steps 60 and 150 of 1,560 (the early window, 5-20%
+    of the run, is mostly after the rise), the reward-model component 0.35 -> 0.66 with them and
+    correctness flat at ~0.23: against the early window nothing grew; against the length before
+    the rise it grew 4x and only the length-loving component paid for it."""
+    n = 312
+    r = rng(54)
+    up = 1 / (1 + np.exp(-(np.arange(n) - 20) / 3.0))
+    length = 300 + 980 * up + r.normal(0, 15, n)
+    helpful = 0.35 + 0.31 * up + r.normal(0, 0.01, n)
+    correct = 0.23 + r.normal(0, 0.02, n)
+    t = table(n, step_every=5, completion_len_mean=length, reward_mean=helpful + correct,
+              **{"reward_component.correctness": correct, "reward_component.helpfulness_rm": helpful})
+    f = findings(t)["REWARD_HACK_LENGTH"]
+    assert f.severity in ("warn", "critical") and f.first_step <= 110 and "before the rise" in f.explanation

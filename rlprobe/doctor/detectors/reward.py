@@ -21,7 +21,8 @@ from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.catalog import CORRECT_PATTERN, FORMAT_PATTERN
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
-    Episode, baseline_end, confidence, find_episode, held_stretch, hinge_onset, make_finding, still_holds, sustain_points,
+    Episode, baseline_end, confidence, find_episode, held_stretch, hinge_onset, log_level_jumps, make_finding, still_holds,
+    sustain_points,
 )
 from rlprobe.doctor.findings import Finding
 from rlprobe.doctor.registry import detects
@@ -1074,14 +1075,28 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
         raw_grow = np.isfinite(raw) & (raw >= p["ratio_warn"]) & (np.nan_to_num(feat.z_raw) > 3)
         short_sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
         hit = held_stretch(raw_grow, short_sustain, not_before=baseline_end(len(feat)) // 2)
-        if hit is None:
+        if hit is not None:
+            start, end = hit
+            crit = float(np.nanmedian(raw[start : end + 1])) >= p["ratio_critical"]
+            episode = Episode(start, end, "critical" if crit else "warn", start)
+            ratio = np.where(np.isfinite(raw), raw, 1.0)
+            sustain = short_sustain
+    if episode is None:
+        # The early window cannot be the yardstick when the length grew inside it (a rise in the
+        # first tenth of the run): read the rise from the length's own levels, against the level
+        # it held before (a rise in stages close together is one rise), still holding at the end.
+        short_sustain = sustain_points(len(feat), p["sustain_frac"], floor=3)
+        rises = [j for j in log_level_jumps(feat.value, p["ratio_warn"], 4.0, min(8, short_sustain))
+                 if j.ongoing and j.start >= short_sustain]
+        if not rises:
             return None
-        start, end = hit
-        crit = float(np.nanmedian(raw[start : end + 1])) >= p["ratio_critical"]
-        episode = Episode(start, end, "critical" if crit else "warn", start)
-        ratio = np.where(np.isfinite(raw), raw, 1.0)
-        sustain = short_sustain
-    episode = hinge_onset(episode, feat.smooth, baseline_end(len(feat)), sustain)
+        jump = rises[0]
+        episode = Episode(jump.start, jump.end, "critical" if jump.after >= p["ratio_critical"] * jump.before else "warn", jump.start)
+        ratio = np.where(np.isfinite(feat.value), np.asarray(feat.value, dtype=float) / jump.before, 1.0)
+        sustain, early_rise = short_sustain, jump.before
+    else:
+        episode = hinge_onset(episode, feat.smooth, baseline_end(len(feat)), sustain)
+        early_rise = None
     g_on, g_start, g_end = (int(grid.index_of(feat.step[k : k + 1])[0]) for k in (episode.onset, episode.start, episode.end))
     pre = max(5, 2 * sustain, g_start - g_on)
     reward = metric_track(ctx, grid, "reward_mean")
@@ -1091,7 +1106,7 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
     peak = float(np.max(ratio[episode.start : episode.end + 1]))
     evidence: dict[str, Any] = {
         "peak_length_ratio": peak,
-        "completion_len_baseline": feat.b_median,
+        "completion_len_baseline": feat.b_median if early_rise is None else early_rise,
         "completion_len_now": float(feat.smooth[-1]),
         "reward_mean_before": r_change[0],
         "reward_mean_during": r_change[1],
@@ -1140,7 +1155,8 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
     return make_finding(
         ctx, "REWARD_HACK_LENGTH", Episode(episode.start, episode.end, severity, episode.onset), feat,
         confidence(strength, 0.5, episode.end - episode.start + 1, sustain),
-        f"Completions grew to {peak:.1f}x their early length and the reward rose with them "
+        f"Completions grew to {peak:.1f}x {'their early length' if early_rise is None else 'the length they had before the rise'} "
+        "and the reward rose with them "
         f"({r_change[0]:.3g} -> {r_change[1]:.3g}){verdict}: the policy is being paid for length.",
         evidence,
         [
