@@ -455,3 +455,17 @@ def test_length_hacking_that_took_off_inside_the_early_window_is_judged_from_the
               **{"reward_component.correctness": correct, "reward_component.helpfulness_rm": helpful})
     f = findings(t)["REWARD_HACK_LENGTH"]
     assert f.severity in ("warn", "critical") and f.first_step <= 110 and "before the rise" in f.explanation
+
+
+def test_repetition_that_took_off_inside_the_early_window_is_a_spiral() -> None:
+    """repetition_rate 0.03 -> 0.45 around step 15 of 200 (inside the early window, so that
+    window's median is already high): judged from the level before the rise it is a spiral that
+    held to the end; a run whose rate stays at 0.03 is quiet."""
+    n = 200
+    r = rng(61)
+    up = 1 / (1 + np.exp(-(np.arange(n) - 15) / 1.5))
+    rate = np.clip(0.03 + 0.42 * up + r.normal(0, 0.02, n), 0, 1)
+    f = findings(table(n, repetition_rate=rate))["REPETITION_SPIRAL"]
+    assert f.severity in ("warn", "critical") and 10 <= f.first_step <= 25
+    flat = np.clip(0.03 + r.normal(0, 0.02, n), 0, 1)
+    assert "REPETITION_SPIRAL" not in findings(table(n, repetition_rate=flat))

@@ -503,6 +503,18 @@ def level_shifts(y: np.ndarray, noise: float, min_size: int = 3, lookback: int |
     return out
 
 
+def level_reached(shifts: list[Shift], j: int, max_gap: int) -> tuple[float, int]:
+    """The level a rise at shifts[j] reached, and the index of its last stage: through the
+    rising stages that follow it within max_gap points (binary segmentation cuts a steep
+    sigmoid into several steps; they are one rise)."""
+    reached, last = shifts[j].after, j
+    while (last + 1 < len(shifts) and shifts[last + 1].after > shifts[last + 1].before
+           and shifts[last + 1].at - shifts[last].at <= max_gap):
+        last += 1
+        reached = max(reached, shifts[last].after)
+    return reached, last
+
+
 def level_before(shifts: list[Shift], j: int, min_z: float) -> tuple[float, int]:
     """The level a change at shifts[j] counts from, and the first index of the stretch that held it.
 

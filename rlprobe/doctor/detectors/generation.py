@@ -22,7 +22,7 @@ from rlprobe.doctor.episodes import (
 from rlprobe.doctor.findings import Finding, Severity
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import at_step, level_at_index, series_features
-from rlprobe.doctor.stats import bounded_noise, finite_or, level_shifts, mann_kendall, nanmedian, refine_onset, trailing_median
+from rlprobe.doctor.stats import bounded_noise, finite_or, level_before, level_reached, level_shifts, mann_kendall, nanmedian, refine_onset, trailing_median
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,6 +329,39 @@ def _repetition_inputs(ctx: DetectorContext) -> str | None:
     return "needs repetition_rate or captured samples with completion_text; this run logged neither"
 
 
+def _repetition_rise_in_window(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, MetricFeatures, np.ndarray, str, dict[str, Any]] | None:
+    """A rise of repetition_rate inside the early window (so that window's level is not the level
+    before it): read from the rate's own levels (binary segmentation under its noise), from a
+    level held for a sustained stretch to one at rate_warn or more, rise_min and ratio_min above
+    it (a rise in stages counted whole), held to the end of the run."""
+    value = np.clip(np.asarray(feat.value, dtype=float), 0.0, 1.0)
+    n = len(value)
+    noise = bounded_noise(value)
+    if not np.isfinite(noise) or noise <= 0:
+        return None
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    shifts = level_shifts(value, noise, min_size=3, lookback=max(8, n // 3))
+    for j, shift in enumerate(shifts):
+        if shift.z < 4.0 or shift.after <= shift.before or shift.at >= baseline_end(n):
+            continue  # later rises are the main test's
+        before, lo = level_before(shifts, j, 4.0)
+        if shift.at - lo < sustain:
+            continue  # the level before is a blip of a few points, not one the run held
+        before = max(before, 0.0)
+        after, _ = level_reached(shifts, j, max(sustain, int(math.ceil(0.05 * n))))
+        if after < p["rate_warn"] or after - before < p["rise_min"] or after < p["ratio_min"] * max(before, 0.01):
+            continue
+        high = np.isfinite(value) & (value >= before + 0.5 * (after - before))
+        hit = held_stretch(high, sustain, not_before=max(0, shift.at - 2))
+        if hit is None or not still_holds(high, hit[1], sustain):
+            continue
+        start, end = hit
+        level = np.clip(finite_or(feat.smooth, before), 0.0, 1.0)
+        severity: Severity = "critical" if float(np.nanmedian(value[start : end + 1])) >= p["rate_critical"] else "warn"
+        return Episode(start, end, severity, start), feat, level, "repetition_rate", {"baseline": before, "sustain": sustain}
+    return None
+
+
 def _repetition_episode(ctx: DetectorContext, p: dict[str, Any]) -> tuple[Episode, MetricFeatures, np.ndarray, str, dict[str, Any]] | None:
     """The sustained rise of repetition: from repetition_rate if logged, else from the samples' text."""
     feat = ctx.features("repetition_rate")
@@ -347,9 +380,11 @@ def _repetition_episode(ctx: DetectorContext, p: dict[str, Any]) -> tuple[Episod
             not_before=baseline_end(len(feat)) // 2,
         )
         if episode is None:
-            return None
+            return _repetition_rise_in_window(feat, p)
         episode = Episode(episode.start, episode.end, episode.severity,
                           refine_onset(level, episode.start, baseline_end(len(feat)) // 2, episode.start + 2 * sustain))
+        raw = np.nan_to_num(np.asarray(feat.value, dtype=float), nan=0.0)
+        episode = raw_onset(episode, (raw >= p["rate_warn"]) & (raw - base >= p["rise_min"]), floor=baseline_end(len(feat)) // 2)
         return episode, feat, level, "repetition_rate", {"baseline": base, "sustain": sustain}
     text = _text_repetition(ctx)
     if text is None or len(text["step"]) < 10:

@@ -30,7 +30,7 @@ from rlprobe.doctor.series import (
     Grid, Track, aligned, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, window,
 )
 from rlprobe.doctor.stats import (
-    bounded_noise, ffill, granularity, level_before, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
+    bounded_noise, ffill, granularity, level_before, level_reached, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -1190,11 +1190,7 @@ def _early_format_rise(ctx: DetectorContext, grid: Grid, formats: list[Track], o
                 continue  # later rises are the main test's; this one is for the early window only
             before, lo = level_before(shifts, j, 4.0)
             # the level the climb reached: through the rising stages that follow it closely
-            reached, last = shift.after, j
-            while (last + 1 < len(shifts) and shifts[last + 1].after > shifts[last + 1].before
-                   and shifts[last + 1].at - shifts[last].at <= max(sustain, int(math.ceil(0.05 * n)))):
-                last += 1
-                reached = max(reached, shifts[last].after)
+            reached, _ = level_reached(shifts, j, max(sustain, int(math.ceil(0.05 * n))))
             span = top - before
             if shift.at - lo < 3 or not np.isfinite(span) or span <= 0:
                 continue  # the level before is a blip of a few points, not one the run held
