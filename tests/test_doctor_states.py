@@ -469,3 +469,70 @@ def test_repetition_that_took_off_inside_the_early_window_is_a_spiral() -> None:
     assert f.severity in ("warn", "critical") and 10 <= f.first_step <= 25
     flat = np.clip(0.03 + r.normal(0, 0.02, n), 0, 1)
     assert "REPETITION_SPIRAL" not in findings(table(n, repetition_rate=flat))
+
+
+def _warmup_lr(n: int, warmup: int, peak: float = 1e-5) -> np.ndarray:
+    i = np.arange(n)
+    return np.where(i < warmup, peak * (i + 1) / warmup, peak * (1 - 0.7 * (i - warmup) / n))
+
+
+def test_kl_climbing_while_the_learning_rate_warms_up_is_not_a_blowup() -> None:
+    """lr ramps over 10 steps; KL stays ~0.002 while the rate is tiny, climbs to 0.14 as it
+    reaches its peak, then holds: the policy's first move, shaped by the schedule. Judged on
+    the first 24 and 48 steps, as a live watcher sees them."""
+    n = 48
+    r = rng(71)
+    ramp = 1 / (1 + np.exp(-(np.arange(n) - 10) / 1.5))
+    kl = (0.002 + 0.14 * ramp) * np.exp(r.normal(0, 0.1, n))
+    for m in (24, 48):
+        t = table(m, kl_mean=kl[:m], lr=_warmup_lr(n, 10)[:m], reward_mean=0.6 + r.normal(0, 0.05, m))
+        assert "KL_BLOWUP" not in findings(t), m
+
+
+def test_kl_that_breaks_away_after_the_warm_up_is_still_a_blowup() -> None:
+    """The same warm-up, then KL grows like sqrt(step) to step 120 and multiplies 30x over the
+    next 40 steps: the trend after the warm-up is the yardstick, and the break is caught."""
+    n = 200
+    r = rng(72)
+    i = np.arange(n)
+    kl = 0.03 * np.sqrt(i + 1) * np.exp(np.clip(i - 120, 0, None) / 12.0) * np.exp(r.normal(0, 0.08, n))
+    t = table(n, kl_mean=kl, lr=_warmup_lr(n, 10), reward_mean=0.6 + r.normal(0, 0.05, n))
+    f = findings(t)["KL_BLOWUP"]
+    assert f.severity == "critical" and 115 <= f.first_step <= 150
+
+
+def test_truncation_whose_latest_points_are_back_under_the_line_has_ended() -> None:
+    """A 10-step log of 16 completions a step: 5, 3 and 2 of 16 cut at steps 6-8, then 1 of 16
+    again. The stretch reaches within two points of the end, but the latest points are back at
+    the early share: it ended (a note), it is not an ongoing warning."""
+    trunc = np.array([0, 0, 1, 0, 1, 5, 3, 2, 1, 1]) / 16
+    reward = np.array([0.19, 0.12, 0.33, 0.37, 0.2, 0.07, 0.17, 0.14, 0.09, 0.36])
+    f = findings(table(10, truncation_rate=trunc, reward_mean=reward))["TRUNCATION_STARVE"]
+    assert f.severity == "info" and f.ongoing is False
+
+
+def _saturating_run(n: int, seed: int, grad_after: float, kl_after_slope: float) -> pa.Table:
+    """A proxy reward in [0, 1] rising to 0.996 by step 25 with its within-group spread going
+    from 0.4 to ~2e-4; grad_norm ~12 while it learns and grad_after once saturated; KL 0.005
+    -> 0.6 by step 30, then rising at kl_after_slope per step."""
+    r = rng(seed)
+    i = np.arange(n)
+    up = 1 / (1 + np.exp(-(i - 12) / 3.0))
+    reward = 0.6 + 0.396 * up + r.normal(0, 0.01, n) * (1 - up)
+    std = 0.4 * (1 - up) + 2e-4 * np.exp(r.normal(0, 0.2, n))
+    grad = np.where(i < 25, 12.0, grad_after) * np.exp(r.normal(0, 0.1, n))
+    kl = (0.005 + 0.6 * up + kl_after_slope * np.clip(i - 30, 0, None)) * np.exp(r.normal(0, 0.05, n))
+    return table(n, reward_mean=np.clip(reward, 0, 1), reward_std=std, grad_norm=grad, kl_mean=kl)
+
+
+def test_a_saturated_reward_whose_updates_keep_their_size_is_drift_on_noise() -> None:
+    """Saturated at the ceiling with the spread 2,000x smaller, yet grad_norm stays at 7 and KL
+    climbs 0.6 -> 1.1: std-normalised advantages are pushing the policy on the reward's noise."""
+    f = findings(_saturating_run(80, 81, grad_after=7.0, kl_after_slope=0.01))["REWARD_STD_DEATH"]
+    assert f.severity == "warn" and f.first_step <= 30 and "still being pushed" in f.explanation
+
+
+def test_a_saturated_reward_whose_updates_fade_has_finished() -> None:
+    """The same saturation with grad_norm falling to 0.5 and KL flat: the run finished (info)."""
+    f = findings(_saturating_run(80, 82, grad_after=0.5, kl_after_slope=0.0))["REWARD_STD_DEATH"]
+    assert f.severity == "info" and "still being pushed" not in f.explanation

@@ -183,10 +183,11 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "REWARD_STD_DEATH", "Reward variance dies", "reward",
         "critical when every rollout earns the same low reward (from the first step or later); warn when the variance "
-        "dies as the policy narrows; info when the run saturated at its ceiling and simply finished learning",
+        "dies as the policy narrows, or saturates while std-normalised advantages keep pushing the policy; info when the "
+        "run saturated at its ceiling and simply finished learning",
         needs_any=("reward_std", "reward_mean"),
         params=_p(ratio_warn=0.15, ratio_critical=0.08, jitter_max=0.3, entropy_drop=0.75, distinct_max=0.8, dead_rel=0.05,
-                  sustain_frac=0.03),
+                  push_ratio_max=0.01, push_grad_min=0.5, push_kl_rise=1.3, sustain_frac=0.03),
         noun="reward variance dying",
     ),
     Signature(

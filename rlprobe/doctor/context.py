@@ -114,6 +114,26 @@ class DetectorContext:
             return 1
         return max(1, int(np.median(np.concatenate(gaps))))
 
+    @cached_property
+    def warmup_end_step(self) -> int | None:
+        """The first step at which the logged learning rate reached 90% of its peak, when the run
+        logged a warm-up (lr at its first logged step at most half that peak); None when lr was
+        not logged or started at its peak. While the rate ramps up the policy moves a little more
+        each step, so the early shape of a series that measures how far it moved (KL) is the
+        ramp's, not the run's. A run whose lr is still ramping at its last logged step (a live
+        prefix inside the warm-up) gets its last step."""
+        lr, step = self.raw.get("lr"), self.raw.get("step")
+        if lr is None or step is None or lr.dtype == object:
+            return None
+        ok = np.isfinite(lr) & np.isfinite(step) & (lr > 0)
+        if ok.sum() < 3:
+            return None
+        lr, step = lr[ok], step[ok]
+        peak = float(np.max(lr))
+        if lr[0] > 0.5 * peak:
+            return None
+        return int(step[np.flatnonzero(lr >= 0.9 * peak)[0]])
+
     def constant(self, metric: str) -> float | None:
         """The one value a featured metric takes on every logged step, or None if it varies."""
         feat = self._features.get(metric)

@@ -219,6 +219,15 @@ def aligned(ctx: DetectorContext, metric: str, steps: np.ndarray, what: str = "s
     return np.interp(steps.astype(float), feat.step[ok].astype(float), values[ok])
 
 
+def values_between(feat: MetricFeatures | None, lo_step: int, hi_step: int) -> np.ndarray:
+    """A metric's finite logged values (bin means) from lo_step to hi_step (empty if not logged)."""
+    if feat is None:
+        return np.array([])
+    sel = (feat.step >= lo_step) & (feat.step <= hi_step)
+    v = np.asarray(feat.value, dtype=float)[sel]
+    return v[np.isfinite(v)]
+
+
 def level_at_steps(feat: MetricFeatures, lo_step: int, hi_step: int) -> float:
     """Median of a metric's smoothed series between two steps (NaN if none)."""
     m = (feat.step >= lo_step) & (feat.step <= hi_step) & np.isfinite(feat.smooth)

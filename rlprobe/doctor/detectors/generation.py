@@ -21,7 +21,7 @@ from rlprobe.doctor.episodes import (
 )
 from rlprobe.doctor.findings import Finding, Severity
 from rlprobe.doctor.registry import detects
-from rlprobe.doctor.series import at_step, level_at_index, series_features
+from rlprobe.doctor.series import at_step, level_at_index, series_features, values_between
 from rlprobe.doctor.stats import bounded_noise, finite_or, level_before, level_reached, level_shifts, mann_kendall, nanmedian, refine_onset, trailing_median
 
 
@@ -62,14 +62,6 @@ def _truncation(ctx: DetectorContext) -> tuple[MetricFeatures, np.ndarray, str] 
     return None
 
 
-def _values_between(feat: MetricFeatures | None, lo_step: int, hi_step: int) -> np.ndarray:
-    if feat is None:
-        return np.array([])
-    sel = (feat.step >= lo_step) & (feat.step <= hi_step)
-    v = np.asarray(feat.value, dtype=float)[sel]
-    return v[np.isfinite(v)]
-
-
 @detects("TRUNCATION_STARVE")
 def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Completions keep hitting the length cap instead of ending.
@@ -106,7 +98,10 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     seg = slice(start, end + 1)
     held = float(np.nanmedian(frac[seg]))
     peak = float(np.nanmax(frac[seg]))
-    ongoing = still_holds(high, end, sustain)
+    # it still holds only while the latest points are up too: a stretch that ended a point or
+    # two before the end of a short log, with the latest points' median back under frac_warn,
+    # has ended as far as the log can tell (the watcher re-judges when it rises again)
+    ongoing = still_holds(high, end, sustain) and float(np.nanmedian(frac[max(0, n - sustain) :])) >= p["frac_warn"]
     # where the rise began: walk back over the points just before the crossing that already sat
     # measurably above the early share (3 of its noise units, and half of frac_warn)
     early = frac[int(0.05 * n) : baseline_end(n)]
@@ -136,8 +131,8 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     dead = from_start and ongoing and held >= p["dead_frac"] and float(np.nanmin(frac[seg])) >= p["frac_critical"]
     # what the reward did: the level before the episode and during it, against its own noise
     reward = ctx.features("reward_mean")
-    r_during = _values_between(reward, first_step, last_step)
-    r_before = _values_between(reward, -2**62, first_step - 1)[-max(3, 2 * sustain):]
+    r_during = values_between(reward, first_step, last_step)
+    r_before = values_between(reward, -2**62, first_step - 1)[-max(3, 2 * sustain):]
     consequence = ""
     reward_flat = True
     if reward is not None and len(r_during) >= 2:

@@ -253,6 +253,13 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         settled = np.flatnonzero(np.isfinite(value) & (value >= max(p["settle_share"] * typical, p["min_kl"])))
         if len(settled):
             lo = max(lo, int(settled[0]))
+    # Nor is the climb while the learning rate warms up: the policy moves a little more each
+    # step as the rate ramps, so KL rising steeply then is the schedule's shape (a run with a
+    # 10-step warm-up: KL 0.002 -> 0.12 over steps 5-15, then flat). The trend starts where the
+    # rate reached its peak; until then (a live prefix inside the warm-up) KL is not judged.
+    warm = ctx.warmup_end_step
+    if warm is not None:
+        lo = max(lo, int(np.searchsorted(feat.step, warm)))
     ok = np.isfinite(value) & (value > 0) & (steps > 0) & (np.arange(len(feat)) >= lo)
     idx = np.flatnonzero(ok)
     if len(idx) < 20:

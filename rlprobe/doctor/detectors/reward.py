@@ -27,10 +27,11 @@ from rlprobe.doctor.episodes import (
 from rlprobe.doctor.findings import Finding
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import (
-    Grid, Track, aligned, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, window,
+    Grid, Track, aligned, baseline_window, component_tracks, level_change, memo, metric_track, noise_ratio, on_rows, values_between,
+    window,
 )
 from rlprobe.doctor.stats import (
-    bounded_noise, ffill, granularity, level_before, level_reached, level_shifts, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
+    bounded_noise, ffill, granularity, level_before, level_reached, level_shifts, mann_kendall, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -434,17 +435,30 @@ def _std_dies(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> 
     if variant != "collapsed" and severity != "info" and not (repeating or narrowed):
         severity = "info"
         note = " Neither entropy nor the samples show the policy collapsing: the run may simply have finished learning what this data can teach."
+    signal = "advantages are ~0 and the policy gets no learning signal"
+    pushed = _still_pushed(ctx, feat, episode, lowest, pre, p) if variant == "saturated" else None
+    if pushed is not None:
+        # the std fell, the push did not: the advantages were rescaled, not zeroed
+        severity, signal = "warn", "the reward has nothing left to teach"
+        evidence.update(pushed)
+        note = (f" Yet the policy is still being pushed: grad_norm {pushed['grad_norm_while_dead']:.3g} "
+                f"(vs {pushed['grad_norm_before']:.3g} before)"
+                + (f" and KL to the reference {pushed['kl_at_onset']:.3g} -> {pushed['kl_now']:.3g}" if "kl_now" in pushed else "")
+                + ". Rewards within a group now differ by less than a hundredth of their early spread, and per-group std "
+                "normalisation scales those differences back up to full-size advantages: the policy drifts on the "
+                "reward's noise, and nothing it learns now is paid for by the reward.")
     wording = {
         "saturated": "saturated at the ceiling (every rollout earns the top reward)",
         "collapsed": "collapsed (every rollout earns the same low reward)",
         "pinned": "pinned (every rollout earns the same reward)",
     }[variant]
     strength = p["ratio_warn"] / max(lowest, 1e-3) - 1.0
+    share = f"{lowest:.0%}" if lowest >= 0.01 else f"{lowest:.2%}"
     return make_finding(
         ctx, "REWARD_STD_DEATH", Episode(episode.start, episode.end, severity, episode.onset), feat,
         confidence(strength, 2.0, episode.end - episode.start + 1, sustain),
-        f"Reward variance died: reward_std fell to {lowest:.0%} of its early level and the reward is {wording}; "
-        f"advantages are ~0 and the policy gets no learning signal.{note}",
+        f"Reward variance died: reward_std fell to {share} of its early level and the reward is {wording}; "
+        f"{signal}.{note}",
         evidence,
         [
             "Saturated: stop, or move to harder prompts (filter out prompts every rollout solves).",
@@ -454,6 +468,42 @@ def _std_dies(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> 
         ],
         sample_order="step DESC",
     )
+
+
+def _still_pushed(ctx: DetectorContext, feat: MetricFeatures, episode: Episode, lowest: float, pre: int,
+                  p: dict[str, Any]) -> dict[str, float] | None:
+    """Evidence that a saturated run's policy is still being moved as hard as while it learned.
+
+    When rewards within a group differ only by noise, advantages that are divided by the
+    group's std (GRPO) keep their full size: the updates do not shrink with the spread, and
+    the policy drifts on the reward's noise (a proxy reward's 1e-4 wobble, say). Without that
+    normalisation, or with rewards that are exactly equal, the gradient falls with the spread.
+    So: the spread fell a hundredfold (push_ratio_max) or more, grad_norm over the dead stretch
+    stayed at push_grad_min (half) of its level just before it or more, and KL to the
+    reference, where logged, kept rising over the stretch (Mann-Kendall p < 0.01, by
+    push_kl_rise, 1.3x, or more). None otherwise.
+    """
+    if lowest > p["push_ratio_max"]:
+        return None
+    grad = ctx.features("grad_norm")
+    first, last = episode.steps(feat)
+    on = feat.step_at(episode.onset)
+    before_lo = feat.step_at(max(0, episode.onset - pre))
+    g_before = nanmedian(values_between(grad, before_lo, on - 1))
+    g_during = nanmedian(values_between(grad, first, last))
+    if not (np.isfinite(g_before) and np.isfinite(g_during)) or g_before <= 0 or g_during < p["push_grad_min"] * g_before:
+        return None
+    out = {"grad_norm_before": g_before, "grad_norm_while_dead": g_during}
+    kl = ctx.features("kl_mean")
+    if kl is not None:
+        k = values_between(kl, first, last)
+        if len(k) < 6:
+            return None
+        head, tail = nanmedian(k[: max(3, len(k) // 5)]), nanmedian(k[-max(3, len(k) // 5):])
+        if mann_kendall(k).p_increasing >= 0.01 or not (head > 0 and tail >= p["push_kl_rise"] * head):
+            return None  # the KL penalty (or nothing at all) holds the policy where it is
+        out.update(kl_at_onset=head, kl_now=tail)
+    return out
 
 
 def within_share(ctx: DetectorContext, grid: Grid) -> np.ndarray | None:
