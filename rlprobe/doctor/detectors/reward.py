@@ -453,7 +453,7 @@ def _std_dies(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> 
         "pinned": "pinned (every rollout earns the same reward)",
     }[variant]
     strength = p["ratio_warn"] / max(lowest, 1e-3) - 1.0
-    share = f"{lowest:.0%}" if lowest >= 0.01 else f"{lowest:.2%}"
+    share = f"{lowest:.0%}" if lowest >= 0.01 or lowest == 0 else f"{lowest:.2%}"
     return make_finding(
         ctx, "REWARD_STD_DEATH", Episode(episode.start, episode.end, severity, episode.onset), feat,
         confidence(strength, 2.0, episode.end - episode.start + 1, sustain),
