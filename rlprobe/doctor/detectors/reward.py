@@ -478,15 +478,21 @@ def _still_pushed(ctx: DetectorContext, feat: MetricFeatures, episode: Episode, 
     group's std (GRPO) keep their full size: the updates do not shrink with the spread, and
     the policy drifts on the reward's noise (a proxy reward's 1e-4 wobble, say). Without that
     normalisation, or with rewards that are exactly equal, the gradient falls with the spread.
-    So: the spread fell a hundredfold (push_ratio_max) or more, grad_norm over the dead stretch
+    So: the spread fell a hundredfold (push_ratio_max) or more but is not 0 (on 90% of the
+    dead stretch's points or more: binary rewards are exactly equal or not at all), grad_norm over the dead stretch
     stayed at push_grad_min (half) of its level just before it or more, and KL to the
     reference, where logged, kept rising over the stretch (Mann-Kendall p < 0.01, by
     push_kl_rise, 1.3x, or more). None otherwise.
     """
     if lowest > p["push_ratio_max"]:
         return None
-    grad = ctx.features("grad_norm")
     first, last = episode.steps(feat)
+    # tiny but not zero: rewards that are exactly equal give advantages of exactly 0 (0 / eps),
+    # and nothing is left to scale up; any update then comes from other terms of the loss
+    spread = values_between(feat, first, last)
+    if len(spread) == 0 or float(np.mean(spread > 0)) < 0.9:
+        return None
+    grad = ctx.features("grad_norm")
     on = feat.step_at(episode.onset)
     before_lo = feat.step_at(max(0, episode.onset - pre))
     g_before = nanmedian(values_between(grad, before_lo, on - 1))
