@@ -536,3 +536,16 @@ def test_a_saturated_reward_whose_updates_fade_has_finished() -> None:
     """The same saturation with grad_norm falling to 0.5 and KL flat: the run finished (info)."""
     f = findings(_saturating_run(80, 82, grad_after=0.5, kl_after_slope=0.0))["REWARD_STD_DEATH"]
     assert f.severity == "info" and "still being pushed" not in f.explanation
+
+
+def test_a_kl_jump_late_in_a_long_warm_up_is_still_a_blowup() -> None:
+    """A 200-step warm-up of 600 steps: KL grows like t^2 with the ramp (1e-4 -> 0.004), then
+    multiplies 25x within a dozen steps at step 170, before the rate peaks. The warm-up's first
+    half is skipped, not the whole warm-up: the jump breaks away from the trend it had by then."""
+    n = 600
+    r = rng(73)
+    i = np.arange(1, n + 1)
+    kl = 0.004 * (i / 160) ** 2 * np.where(i >= 170, 25.0 * (1 + (i - 170) / 400), 1.0) * np.exp(r.normal(0, 0.08, n))
+    t = table(n, kl_mean=kl, lr=_warmup_lr(n, 200), reward_mean=0.6 + r.normal(0, 0.05, n))
+    f = findings(t)["KL_BLOWUP"]
+    assert f.severity in ("warn", "critical") and 150 <= f.first_step <= 190

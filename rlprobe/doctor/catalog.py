@@ -87,7 +87,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "warn when KL breaks away from its own power-law trend by excess_warn; critical by excess_critical",
         needs_any=("kl_mean", "kl_max"),
         params=_p(excess_warn=3.0, excess_critical=6.0, healthy_slope=1.0, min_improvement=30.0, min_kl=1e-3,
-                  departure=1.05, settle_share=0.2, sustain_frac=0.02),
+                  departure=1.05, settle_share=0.2, warmup_share=0.5, sustain_frac=0.02),
         noun="a KL blow-up",
     ),
     Signature(

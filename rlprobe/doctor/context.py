@@ -114,14 +114,13 @@ class DetectorContext:
             return 1
         return max(1, int(np.median(np.concatenate(gaps))))
 
-    @cached_property
-    def warmup_end_step(self) -> int | None:
-        """The first step at which the logged learning rate reached 90% of its peak, when the run
-        logged a warm-up (lr at its first logged step at most half that peak); None when lr was
-        not logged or started at its peak. While the rate ramps up the policy moves a little more
-        each step, so the early shape of a series that measures how far it moved (KL) is the
-        ramp's, not the run's. A run whose lr is still ramping at its last logged step (a live
-        prefix inside the warm-up) gets its last step."""
+    def lr_reached_step(self, share: float) -> int | None:
+        """The first step at which the logged learning rate reached `share` of its peak, when the
+        run logged a warm-up (lr at its first logged step at most half that peak); None when lr
+        was not logged or started at its peak. While the rate ramps up the policy moves a little
+        more each step, so the early shape of a series that measures how far it moved (KL) is
+        the ramp's, not the run's. In a live prefix still inside its warm-up the peak is the
+        rate reached so far."""
         lr, step = self.raw.get("lr"), self.raw.get("step")
         if lr is None or step is None or lr.dtype == object:
             return None
@@ -132,7 +131,7 @@ class DetectorContext:
         peak = float(np.max(lr))
         if lr[0] > 0.5 * peak:
             return None
-        return int(step[np.flatnonzero(lr >= 0.9 * peak)[0]])
+        return int(step[np.flatnonzero(lr >= share * peak)[0]])
 
     def constant(self, metric: str) -> float | None:
         """The one value a featured metric takes on every logged step, or None if it varies."""

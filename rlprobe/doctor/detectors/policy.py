@@ -253,11 +253,13 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         settled = np.flatnonzero(np.isfinite(value) & (value >= max(p["settle_share"] * typical, p["min_kl"])))
         if len(settled):
             lo = max(lo, int(settled[0]))
-    # Nor is the climb while the learning rate warms up: the policy moves a little more each
-    # step as the rate ramps, so KL rising steeply then is the schedule's shape (a run with a
-    # 10-step warm-up: KL 0.002 -> 0.12 over steps 5-15, then flat). The trend starts where the
-    # rate reached its peak; until then (a live prefix inside the warm-up) KL is not judged.
-    warm = ctx.warmup_end_step
+    # Nor is the first half of a learning-rate warm-up: while the rate is a small fraction of
+    # its peak the policy barely moves, and KL sits at the estimator's floor (a run with a
+    # 10-step warm-up: KL ~0.002 over steps 1-6, then 0.12 by step 15 as the rate arrives).
+    # Fitted from there, that floor would be a flat trend any later climb breaks away from. The
+    # trend starts where the rate reached half its peak (warmup_share); a jump later in the
+    # warm-up still breaks away from the trend the policy had by then.
+    warm = ctx.lr_reached_step(p["warmup_share"])
     if warm is not None:
         lo = max(lo, int(np.searchsorted(feat.step, warm)))
     ok = np.isfinite(value) & (value > 0) & (steps > 0) & (np.arange(len(feat)) >= lo)
