@@ -270,6 +270,29 @@ def test_rloo_is_recorded_as_rloo(model_path: str, tmp_path: Path) -> None:
     assert all(s.advantage is not None for s in reader.samples())
 
 
+def test_attach_writes_the_runs_name_and_tags_to_the_manifest(model_path: str, tmp_path: Path) -> None:
+    # issue 15, item 7: what `rlprobe ls`, the report and `rlprobe ui` show for the run
+    trainer = grpo(model_path, tmp_path, max_steps=2)
+    attach(trainer, tmp_path / "run", name="lr 3e-6, beta 0.04", tags=["sweep-2", "grpo"], capture_env=False)
+    trainer.train()
+
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert (manifest["name"], manifest["tags"]) == ("lr 3e-6, beta 0.04", ["sweep-2", "grpo"])
+    assert manifest["algorithm"] == "grpo"  # the trainer's own fields are still filled in beside them
+    from rlprobe.store import open_store
+
+    # the runs view (rlprobe ls, the report, rlprobe ui) reads them from there
+    assert open_store(tmp_path / "run").rows("SELECT name, tags FROM runs")[2] == [("lr 3e-6, beta 0.04", ["sweep-2", "grpo"])]
+
+
+def test_attach_takes_one_string_as_one_tag(model_path: str, tmp_path: Path) -> None:
+    trainer = grpo(model_path, tmp_path, max_steps=1)
+    attach(trainer, tmp_path / "run", tags="baseline", capture_env=False)
+    trainer.train()
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert (manifest["name"], manifest["tags"]) == (None, ["baseline"])
+
+
 def test_a_batch_reused_across_steps_is_logged_once(model_path: str, tmp_path: Path) -> None:
     # num_iterations=2: each generation batch trains two optimizer steps (1-2, 3-4, 5-6).
     trainer = grpo(model_path, tmp_path, num_iterations=2, max_steps=6)

@@ -29,6 +29,7 @@ from rlprobe.errors import QueryError, RlprobeError
 from rlprobe.jsonsafe import json_safe
 from rlprobe.store import sqlfiles
 from rlprobe.store.engine import Store, open_store, run
+from rlprobe.ui.stepfiles import FileKey, RunFiles, StepFileFacts, chosen_files, list_run_files, needs_merge, stat_key
 
 RUNS_MAX_AGE_S = 1.0  # listing the runs is shared by every open page and the doctor for this long
 RUNS_MAX_STALE_S = 30.0  # ... and, while no file below the root changes, reused for up to this long
@@ -121,6 +122,10 @@ class Catalog:
         self._cache: OrderedDict[Any, Any] = OrderedDict()
         self._broken: dict[str, str] = {}
         self._known_dirs: set[str] = set()
+        # What the runs' step files say (their steps, their columns), kept by the files' keys:
+        # unlike the answers above, it holds while a run grows by new parts.
+        self.step_files = StepFileFacts(lambda name, params: self.query(name, params))
+        self._by_files: OrderedDict[Any, Any] = OrderedDict()
 
     # -- sessions ---------------------------------------------------------------------------
     @contextmanager
@@ -181,18 +186,27 @@ class Catalog:
                     parts.append((dirpath, name, st.st_size, st.st_mtime_ns, st.st_ino))
         return hash(tuple(parts))
 
-    def cached(self, key: Any, compute: Any) -> Any:
-        """compute()'s value, kept under key (which carries the runs' versions) for the next asker."""
+    def cached(self, key: Any, compute: Any, store: OrderedDict[Any, Any] | None = None) -> Any:
+        """compute()'s value, kept under key (which carries the runs' versions, or the files'
+        keys) for the next asker; in the answers kept (default) or in store."""
+        store = self._cache if store is None else store
         with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key]
+            if key in store:
+                store.move_to_end(key)
+                return store[key]
         value = compute()
         with self._lock:
-            self._cache[key] = value
-            while len(self._cache) > CACHED_RESULTS:
-                self._cache.popitem(last=False)
+            store[key] = value
+            while len(store) > CACHED_RESULTS:
+                store.popitem(last=False)
         return value
+
+    def forget_files(self) -> None:
+        """Forget what the step files said (their facts and the views' columns over them): the
+        next chart learns it again, as the first chart after the server starts does."""
+        self.step_files.clear()
+        with self._lock:
+            self._by_files.clear()
 
     def versions(self, run_ids: Sequence[str]) -> tuple[str, ...]:
         """Each run's fingerprint: a cache key that changes when any of the runs grows."""
@@ -316,8 +330,9 @@ class Catalog:
     def _series(self, run_ids: list[str], dirs: list[str], metrics: list[str], x: str, bins: int,
                 lo: float | None, hi: float | None) -> dict[str, Any]:
         out: dict[str, Any] = {"series": {}, "errors": {}, "bins": bins, "x": x, "lo": lo, "hi": hi}
+        files = {d: list_run_files(d) for d in dict.fromkeys(dirs)}  # stat() alone
         try:
-            known = {r["metric"] for r in self.query("ui_columns", None, dirs)}
+            known = self._columns(dirs, files)
         except QueryError:
             known = set()
             for run_id in run_ids:
@@ -330,28 +345,95 @@ class Catalog:
         live = [r for r in run_ids if (listing.by_id(r) or {}).get("status") != "closed"]
         params = {"run_ids": list(run_ids), "metrics": wanted, "live_run_ids": live, "x": x, "bins": bins, "lo": lo, "hi": hi}
         template = sqlfiles.query("ui_series")
+        # the query shown is the one over the views, which anyone can run; the files read
+        # directly give the same rows (tests/test_ui_series.py)
         out["sql"] = inline_params(template, params)
         out["sql_by_metric"] = {m: inline_params(template, {**params, "metrics": [m]}) for m in wanted}
         if not wanted:
             return out
-        try:
-            tables = [self.table("ui_series", params, dirs)]
-        except QueryError:
-            tables = []
-            for run_id in run_ids:
-                if run_id in out["errors"]:
-                    continue
-                try:
-                    one = {**params, "run_ids": [run_id], "live_run_ids": [r for r in live if r == run_id]}
-                    tables.append(self.table("ui_series", one, self.dirs_of([run_id])))
-                except QueryError as exc:
-                    out["errors"][run_id] = str(exc)
+        tables = None if out["errors"] else self._series_direct(run_ids, files, wanted, x, bins, lo, hi)
+        if tables is None:
+            tables = self._series_views(run_ids, dirs, params, live, out["errors"])
         for table in tables:
             with self.session() as cur:
                 cur.register("series", table)
                 for run_id, metric, text in run(cur, sqlfiles.query("ui_series_json"), None, "rows")[2]:
                     out["series"].setdefault(run_id, {})[metric] = RawJSON(text)
         return out
+
+    def _columns(self, dirs: list[str], files: dict[str, RunFiles]) -> set[str]:
+        """The numeric columns of the steps view over dirs (ui_columns), kept while none of the
+        step files it reads (rank sub-recordings' too) changes."""
+        key = ("columns", tuple(dirs), tuple(k for d in dirs for k in files[d].everything))
+        return self.cached(key, lambda: {r["metric"] for r in self.query("ui_columns", None, dirs)}, self._by_files)
+
+    def _series_views(self, run_ids: list[str], dirs: list[str], params: dict[str, Any], live: list[str],
+                      errors: dict[str, str]) -> list[Any]:
+        """ui_series over the views: every run in one query, or one by one when some cannot be read."""
+        try:
+            return [self.table("ui_series", params, dirs)]
+        except QueryError:
+            tables = []
+            for run_id in run_ids:
+                if run_id in errors:
+                    continue
+                try:
+                    one = {**params, "run_ids": [run_id], "live_run_ids": [r for r in live if r == run_id]}
+                    tables.append(self.table("ui_series", one, self.dirs_of([run_id])))
+                except QueryError as exc:
+                    errors[run_id] = str(exc)
+            return tables
+
+    def series_plan(self, run_ids: Sequence[str], files: dict[str, RunFiles] | None = None) -> list[tuple[str, FileKey]] | None:
+        """The step files a chart of run_ids reads directly, each with its run, or None when some
+        run must be read through the views: a run_id held by two directories, a recording whose
+        files repeat a step or overlap (the view merges them), a file whose steps could not be
+        counted cheaply or read (the view says which run is broken)."""
+        listing = self.runs()
+        plan: list[tuple[str, FileKey]] = []
+        runs: list[tuple[str, RunFiles]] = []
+        for run_id in run_ids:
+            rows = [r for r in listing.rows if r["run_id"] == run_id]
+            if len(rows) != 1 or rows[0].get("status") == "broken":
+                return None
+            run_dir = rows[0]["run_dir"]
+            runs.append((run_id, (files or {}).get(run_dir) or list_run_files(run_dir)))
+        keys = [k for _, f in runs for k in ([f.compacted] if f.compacted else []) + list(f.parts)]
+        try:
+            facts = self.step_files.get(keys)
+        except QueryError:
+            return None
+        for run_id, f in runs:
+            chosen = chosen_files(f, facts)
+            if needs_merge(chosen, facts) is not False:
+                return None
+            plan += [(run_id, k) for k in chosen]
+        return plan
+
+    def _series_direct(self, run_ids: list[str], files: dict[str, RunFiles], metrics: list[str], x: str, bins: int,
+                       lo: float | None, hi: float | None) -> list[Any] | None:
+        """ui_series' rows read straight from the runs' step files (ui_series_files), or None when
+        some run must be read through the views (series_plan) or a file changed under the read."""
+        plan = self.series_plan(run_ids, files)
+        if plan is None:
+            return None
+        facts = self.step_files.get(k for _, k in plan)
+        # a metric no file holds has no rows to draw (as through the view); naming it would fail
+        present = [m for m in metrics if any(m in facts[k].columns for _, k in plan)]
+        if not plan or not present:
+            return []
+        params = {"files": [k[0] for _, k in plan], "file_run_ids": [r for r, _ in plan], "metrics": present,
+                  "file_first_steps": [facts[k].first_step for _, k in plan], "file_last_steps": [facts[k].last_step for _, k in plan],
+                  "file_first_wall_times": [facts[k].first_wall_time for _, k in plan],
+                  "file_last_wall_times": [facts[k].last_wall_time for _, k in plan],
+                  "x": x, "bins": bins, "lo": lo, "hi": hi}
+        try:
+            table = self.table("ui_series_files", params)
+        except QueryError:
+            return None  # a part compacted away meanwhile, a file the facts did not foresee: the views decide
+        if any(stat_key(k[0]) != k for _, k in plan):
+            return None  # a file was replaced while it was read: its facts may not hold
+        return [table]
 
     def events(self, run_ids: Sequence[str], *, quiet: bool = False, per_kind: int = 2000, max_chars: int = 300) -> list[dict[str, Any]]:
         """The runs' events in time order; quiet=True keeps the lifecycle bookkeeping too."""

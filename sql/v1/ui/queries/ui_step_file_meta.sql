@@ -1,0 +1,36 @@
+-- name: ui_step_file_meta
+-- kind: query
+-- depends: step_files_read
+-- doc: What the footers of some step files say, without reading their rows: per file, its rows,
+-- doc: the bounds of its step column from the row groups' statistics (NULL unless every row group
+-- doc: has them) and its schema's fields in order with their number of children, from which
+-- doc: rlprobe.ui.stepfiles takes the top-level column names. The dashboard reads these once per
+-- doc: file (a part never changes; a replaced file is a new one) to decide whether a chart can read
+-- doc: the files directly (ui_series_files). Parameters: $files VARCHAR[] (paths of files below
+-- doc: the root).
+-- columns: filename VARCHAR, rows BIGINT, step_lo BIGINT, step_hi BIGINT,
+-- columns: fields STRUCT(name VARCHAR, children BIGINT)[]
+
+WITH stats AS (
+    SELECT
+        file_name AS filename,
+        -- one entry per row group and leaf column: the first leaf counts each row group once
+        sum(row_group_num_rows) FILTER (WHERE column_id = 0) AS rows,
+        -- a row group without statistics leaves the bounds unknown (NULL), never too narrow
+        CASE WHEN bool_and(stats_min_value IS NOT NULL AND stats_max_value IS NOT NULL) FILTER (WHERE path_in_schema = 'step')
+             THEN min(TRY_CAST(stats_min_value AS BIGINT)) FILTER (WHERE path_in_schema = 'step') END AS step_lo,
+        CASE WHEN bool_and(stats_min_value IS NOT NULL AND stats_max_value IS NOT NULL) FILTER (WHERE path_in_schema = 'step')
+             THEN max(TRY_CAST(stats_max_value AS BIGINT)) FILTER (WHERE path_in_schema = 'step') END AS step_hi
+    FROM v1.step_file_chunks($files)
+    GROUP BY file_name
+),
+fields AS (
+    -- the schema in file order (column_id): the root, then each field followed by its children
+    SELECT file_name AS filename, list({'name': name, 'children': coalesce(num_children, 0)} ORDER BY column_id) AS fields
+    FROM v1.step_file_fields($files)
+    GROUP BY file_name
+)
+SELECT f.filename, coalesce(s.rows, 0) AS rows, s.step_lo, s.step_hi, f.fields
+FROM fields AS f
+LEFT JOIN stats AS s ON s.filename = f.filename
+ORDER BY f.filename

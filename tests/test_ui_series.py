@@ -1,0 +1,252 @@
+"""`rlprobe ui`'s charts read from the step files directly give the bins the views give.
+
+A chart of runs whose files need no merging reads only the step, wall_time and charted columns
+of the files the steps view would read (ui_series_files, rlprobe.ui.stepfiles); every other run
+goes through the views (ui_series). Checked here: on a root of runs in the states a user meets
+(compacted, live parts, sparse steps, a column that appears late, NaN and inf, a rank
+sub-recording, glob characters in a folder name) both ways give the same bins on every axis,
+zoomed or not, and the same as binning the values in Python; runs the view must merge (a step
+logged twice, overlapping parts, one run_id in two folders) are read through the views; a live
+run's new part is drawn on the next request and only that part is learned; a file replaced
+while it is read is not trusted; nothing outside the root is read. Nothing here is timed
+(benchmarks/ui.py is).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rlprobe.record.writer import RunWriter
+from rlprobe.schemas import RunManifest
+from rlprobe.ui import catalog as catalog_module
+from rlprobe.ui.catalog import Catalog, dumps
+
+from conftest import T0, make_run
+
+ODD = "sweep[lr=1e-5] *?"  # glob characters: the reader must take them literally
+
+
+def _values(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A random walk with a few spikes: distinct floats, so min and max name one step each."""
+    walk = np.cumsum(rng.normal(0, 0.1, n)) + rng.normal(0, 0.01, n)
+    walk[rng.integers(0, n, 3)] += 50.0
+    return walk
+
+
+def _write(run_dir: Path, run_id: str, steps: list[int], rng: np.random.Generator, *, per_part: int = 0,
+           compact: bool = True, late: int | None = None, nonfinite: dict[int, float] | None = None) -> RunWriter:
+    """A run of the given steps: kl_mean and reward_mean random walks, wall_time 1.5 s a step
+    (plus jitter), extra.late from step `late` on, NaN/inf where nonfinite says."""
+    writer = RunWriter(run_dir, RunManifest(run_id=run_id, created_at="2024-01-01T00:00:00+00:00"))
+    kl, reward = _values(rng, len(steps)), _values(rng, len(steps))
+    rows = []
+    for i, s in enumerate(steps):
+        row: dict[str, Any] = {"step": s, "wall_time": T0 + 1.5 * s + float(rng.uniform(0, 0.5)),
+                               "kl_mean": float(kl[i]), "reward_mean": float(reward[i])}
+        if nonfinite and s in nonfinite:
+            row["kl_mean"] = nonfinite[s]
+        if late is not None and s >= late:
+            row["extra.late"] = float(s) * 0.25 + float(rng.normal())
+        rows.append(row)
+    per_part = per_part or len(rows)
+    for i in range(0, len(rows), per_part):
+        writer.write_steps(rows[i:i + per_part])
+    if compact:
+        writer.compact()
+    return writer
+
+
+@pytest.fixture
+def mixed_root(tmp_path: Path) -> Path:
+    """Runs the dashboard can chart from their files, each in a state a user meets."""
+    rng = np.random.default_rng(15)
+    root = tmp_path / "runs"
+    _write(root / "closed", "closed", list(range(300)), rng, per_part=64, nonfinite={17: math.nan, 18: math.inf, 250: -math.inf})
+    _write(root / "live", "live", list(range(250)), rng, per_part=37, compact=False, late=120)
+    _write(root / "sparse", "sparse", list(range(0, 3000, 10)), rng)
+    _write(root / ODD / "odd", "odd", list(range(5, 205)), rng, per_part=50, compact=False)
+    _write(root / "ranked", "ranked", list(range(120)), rng)
+    make_run(root / "ranked" / "rank-001", 120, rank=1, run_id="ranked", columns=("kl_mean", "grad_norm"))  # never drawn
+    return root
+
+
+def _catalog(root: Path) -> Catalog:
+    cat = Catalog(root)
+    cat.runs_max_age_s = 0.0  # each request sees the files as they are
+    return cat
+
+
+def _through_views(cat: Catalog, run_ids: list[str], metrics: list[str], **kwargs: Any) -> dict[str, Any]:
+    """The chart as the dashboard drew it before it read files: every run through the views."""
+    direct = cat._series_direct
+    cat._series_direct = lambda *a, **k: None  # type: ignore[method-assign]
+    try:
+        cat._cache.clear()
+        return json.loads(dumps(cat.series(run_ids, metrics, **kwargs)))
+    finally:
+        cat._series_direct = direct  # type: ignore[method-assign]
+
+
+def _drawn(cat: Catalog, run_ids: list[str], metrics: list[str], **kwargs: Any) -> dict[str, Any]:
+    cat._cache.clear()
+    return json.loads(dumps(cat.series(run_ids, metrics, **kwargs)))
+
+
+def assert_same_chart(got: dict[str, Any], want: dict[str, Any]) -> None:
+    """Equal answers; the means only up to rounding (a float sum's order may differ)."""
+    assert {k: v for k, v in got.items() if k != "series"} == {k: v for k, v in want.items() if k != "series"}
+    assert {r: sorted(m) for r, m in got["series"].items()} == {r: sorted(m) for r, m in want["series"].items()}
+    for run_id, by_metric in want["series"].items():
+        for metric, cols in by_metric.items():
+            mine = got["series"][run_id][metric]
+            for name, values in cols.items():
+                if name in ("x_mean", "v_mean"):  # None where a bin holds no finite value
+                    assert [v is None for v in mine[name]] == [v is None for v in values], (run_id, metric, name)
+                    assert [v for v in mine[name] if v is not None] == pytest.approx([v for v in values if v is not None],
+                                                                                    rel=1e-12, abs=1e-12), (run_id, metric, name)
+                else:
+                    assert mine[name] == values, (run_id, metric, name)
+
+
+RUNS = ["closed", "live", "sparse", "odd", "ranked"]
+METRICS = ["kl_mean", "reward_mean", "extra.late", "grad_norm", "loss", "not_a_metric"]
+
+
+@pytest.mark.parametrize("x", ["step", "wall_time", "relative"])
+def test_charts_read_from_the_files_are_the_charts_read_through_the_views(mixed_root: Path, x: str) -> None:
+    cat = _catalog(mixed_root)
+    assert cat.series_plan(RUNS) is not None  # every one of these runs is read from its files
+    span = {"step": (40.5, 190.0), "wall_time": (T0 + 60.0, T0 + 300.25), "relative": (10.0, 200.0)}[x]
+    for run_ids in (RUNS, ["live"], ["sparse", "closed"], ["odd"]):
+        for bins, lo, hi in ((1000, None, None), (7, None, None), (50, *span), (1, None, None)):
+            got = _drawn(cat, run_ids, METRICS, x=x, bins=bins, lo=lo, hi=hi)
+            want = _through_views(cat, run_ids, METRICS, x=x, bins=bins, lo=lo, hi=hi)
+            assert_same_chart(got, want)
+            assert got["series"], (run_ids, bins, lo, hi)
+    drawn = _drawn(cat, RUNS, METRICS, x=x)
+    assert "grad_norm" not in drawn["series"]["ranked"]  # rank 1's own metric: rank 0 never logged it
+    assert set(drawn["series"]["live"]) == {"kl_mean", "reward_mean", "extra.late"}
+
+
+def test_the_bins_are_the_values_binned_in_python(mixed_root: Path) -> None:
+    """An oracle that shares nothing with the SQL: the file's rows binned with numpy."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(mixed_root / "closed" / "steps.parquet", columns=["step", "kl_mean"]).to_pydict()
+    steps, values = np.array(table["step"]), np.array(table["kl_mean"])
+    bins = 13
+    got = _drawn(_catalog(mixed_root), ["closed"], ["kl_mean"], bins=bins)["series"]["closed"]["kl_mean"]
+    lo, hi = float(steps.min()), float(steps.max())
+    which = np.minimum(np.floor((steps - lo) * bins / (hi - lo)), bins - 1).astype(int)
+    want: dict[str, list[Any]] = {k: [] for k in ("bin", "n", "v_min", "step_min", "v_max", "step_max", "v_mean")}
+    nonfinite = []
+    for b in range(bins):
+        v, s = values[which == b], steps[which == b]
+        finite = np.isfinite(v)
+        want["bin"].append(b)
+        want["n"].append(int(len(v)))
+        want["v_min"].append(float(v[finite].min()))
+        want["step_min"].append(int(s[finite][np.argmin(v[finite])]))
+        want["v_max"].append(float(v[finite].max()))
+        want["step_max"].append(int(s[finite][np.argmax(v[finite])]))
+        want["v_mean"].append(float(v[finite].mean()))
+        if (~finite).any():
+            nonfinite.append({"step": int(s[~finite].min()), "n": int((~finite).sum())})
+    for name in ("bin", "n", "v_min", "step_min", "v_max", "step_max"):
+        assert got[name] == want[name], name
+    assert got["v_mean"] == pytest.approx(want["v_mean"], rel=1e-12)
+    assert got["nonfinite"] == nonfinite == [{"step": 17, "n": 2}, {"step": 250, "n": 1}]
+    assert got["x_min"] == [float(s) for s in got["step_min"]]
+
+
+def test_runs_the_view_merges_are_read_through_the_views(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    root = tmp_path / "runs"
+    _write(root / "plain", "plain", list(range(100)), rng)
+    resumed = _write(root / "resumed", "resumed", list(range(60)), rng, per_part=20, compact=False)
+    resumed.write_steps([{"step": 30, "wall_time": T0 + 999.0, "kl_mean": 77.0, "reward_mean": 1.0}])  # step 30 again
+    _write(root / "woven", "woven", list(range(0, 40, 2)), rng, compact=False)  # parts whose step ranges overlap
+    _write(root / "woven", "woven", list(range(1, 40, 2)), rng, compact=False)
+    _write(root / "a" / "twin", "twin", list(range(50)), rng)  # one run_id in two folders
+    _write(root / "b" / "twin", "twin", list(range(50, 90)), rng)
+    cat = _catalog(root)
+    assert cat.series_plan(["plain"]) is not None
+    for run_id in ("resumed", "woven", "twin"):
+        assert cat.series_plan([run_id]) is None, run_id
+        assert cat.series_plan(["plain", run_id]) is None, run_id
+    got = _drawn(cat, ["plain", "resumed", "woven", "twin"], ["kl_mean"], bins=500)
+    assert_same_chart(got, _through_views(cat, ["plain", "resumed", "woven", "twin"], ["kl_mean"], bins=500))
+    at30 = got["series"]["resumed"]["kl_mean"]
+    i = at30["step_max"].index(30)
+    assert (at30["v_max"][i], at30["n"][i], sum(at30["n"])) == (77.0, 1, 60)  # the latest write of step 30, once
+    assert sum(got["series"]["woven"]["kl_mean"]["n"]) == 40 and sum(got["series"]["twin"]["kl_mean"]["n"]) == 90
+
+
+def test_a_live_runs_new_part_is_drawn_and_only_it_is_learned(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    writer = _write(tmp_path / "runs" / "live", "live", list(range(100)), rng, per_part=25, compact=False)
+    cat = _catalog(tmp_path / "runs")
+    before = _drawn(cat, ["live"], ["kl_mean"], bins=1000)["series"]["live"]["kl_mean"]
+    assert max(before["step_max"]) == 99 and len(cat.step_files) == 4
+    writer.write_steps([{"step": 100, "wall_time": T0 + 150.0, "kl_mean": 1e6, "reward_mean": 0.0}])
+    after = _drawn(cat, ["live"], ["kl_mean"], bins=1000)
+    kl = after["series"]["live"]["kl_mean"]
+    assert max(kl["v_max"]) == 1e6 and kl["step_max"][kl["v_max"].index(1e6)] == 100 and sum(kl["n"]) == 101
+    assert len(cat.step_files) == 5  # the four parts drawn before were not read for their facts again
+    assert cat.series_plan(["live"]) is not None
+    assert_same_chart(after, _through_views(cat, ["live"], ["kl_mean"], bins=1000))
+    writer.compact()  # one new file, its facts learned, the same bins (the query shown says it is closed now)
+    assert_same_chart({"series": _drawn(cat, ["live"], ["kl_mean"], bins=1000)["series"]}, {"series": after["series"]})
+    assert cat.series_plan(["live"]) == [("live", catalog_module.stat_key(str(tmp_path / "runs" / "live" / "steps.parquet")))]
+
+
+def test_the_chart_of_a_run_that_grew_between_two_requests_is_not_kept(tmp_path: Path) -> None:
+    """The answers are kept by the runs' versions: a new part means a new answer (live charts)."""
+    from starlette.testclient import TestClient
+
+    from rlprobe.ui.app import create_app
+
+    rng = np.random.default_rng(4)
+    writer = _write(tmp_path / "runs" / "live", "live", list(range(10)), rng, compact=False)
+    app = create_app(tmp_path / "runs", allowed_hosts=None)
+    app.state.catalog.runs_max_age_s = 0.0
+    ui = TestClient(app)
+    first = ui.get("/api/series", params={"run": "live", "metric": "kl_mean"}).json()["series"]["live"]["kl_mean"]
+    writer.write_steps([{"step": 10, "wall_time": T0 + 20.0, "kl_mean": 5.0}])
+    second = ui.get("/api/series", params={"run": "live", "metric": "kl_mean"}).json()["series"]["live"]["kl_mean"]
+    assert max(first["step_max"]) == 9 and max(second["step_max"]) == 10
+    app.state.doctor.stop()
+
+
+def test_a_file_replaced_while_it_is_read_is_not_trusted(mixed_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cat = _catalog(mixed_root)
+    want = _through_views(cat, ["closed"], ["kl_mean"])
+    reads = []
+    monkeypatch.setattr(catalog_module, "stat_key", lambda path: reads.append(path) or ("replaced", 0, 0, 0))
+    assert_same_chart(_drawn(cat, ["closed"], ["kl_mean"]), want)  # drawn through the views
+    assert reads  # the files were looked at again after the read
+
+
+def test_nothing_outside_the_root_is_read(tmp_path: Path) -> None:
+    """A step file that is a link out of the root: DuckDB refuses it on this path as on the views'."""
+    rng = np.random.default_rng(5)
+    _write(tmp_path / "outside" / "secret", "secret", list(range(20)), rng)
+    _write(tmp_path / "runs" / "r", "r", list(range(20)), rng)
+    _write(tmp_path / "runs" / "ok", "ok", list(range(20)), rng)
+    link = tmp_path / "runs" / "r" / "steps.parquet"
+    link.unlink()
+    link.symlink_to(tmp_path / "outside" / "secret" / "steps.parquet")
+    cat = _catalog(tmp_path / "runs")
+    key = catalog_module.stat_key(str(link))
+    assert key is not None
+    with pytest.raises(catalog_module.QueryError, match="Cannot access file"):
+        cat.step_files.get([key])
+    got = _drawn(cat, ["ok", "r"], ["kl_mean"])
+    assert "ok" in got["series"] and "r" not in got["series"]
+    assert "Cannot access file" in got["errors"]["r"]
