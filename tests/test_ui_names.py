@@ -32,6 +32,8 @@ def test_a_recorders_name_and_tags_reach_the_manifest_the_runs_view_and_ls(tmp_p
     assert rows == [("r1", "lr 3e-6, no KL", ["sweep-3", "baseline"])]
     (listed,) = ls_json(tmp_path)
     assert (listed["name"], listed["tags"]) == ("lr 3e-6, no KL", ["sweep-3", "baseline"])
+    manifest_model = rlprobe.RunReader(tmp_path / "r").manifest
+    assert manifest_model is not None and (manifest_model.name, manifest_model.tags) == ("lr 3e-6, no KL", ["sweep-3", "baseline"])
 
 
 def test_one_string_is_one_tag(tmp_path: Path) -> None:
