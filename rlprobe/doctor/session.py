@@ -132,6 +132,7 @@ def point_at_recording(con: duckdb.DuckDBPyConnection) -> None:
         for f in sqlfiles.load(max(sqlfiles.versions())):
             if f.kind == "view" and f.name in ORDER:
                 run(con, f.sql, fetch="none")
+    con.execute("RESET VARIABLE rlprobe_samples_held")
 
 
 @contextmanager
@@ -150,6 +151,8 @@ def point_at_copies(con: duckdb.DuckDBPyConnection, where: str | None = None, vi
     """v1.<view> reads the copy <prefix><view>, filtered by where."""
     for view in views:
         point(con, view, f"SELECT * FROM {prefix}{view}" + (f" WHERE {where}" if where else ""))
+        if view == "samples" and prefix == "doctor_":
+            con.execute("SET VARIABLE rlprobe_samples_held = true")  # no file to list for it
 
 
 def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None, columns: str | None = None) -> SampleText:
@@ -210,6 +213,7 @@ class SampleText:
         # con.execute, not run: pointing a view reads no sample file, so none is listed for it
         with _bound_without_files(con):  # the recording's samples bind at each read anyway
             con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples{filt}")
+        con.execute("RESET VARIABLE rlprobe_samples_held")
         try:
             if self.dirs is not None:
                 con.execute("SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [self.dirs])
@@ -222,9 +226,11 @@ class SampleText:
             if self.dirs is not None:
                 con.execute("RESET VARIABLE rlprobe_scope")
             con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM doctor_samples{filt}")
+            con.execute("SET VARIABLE rlprobe_samples_held = true")
 
     def restore(self) -> None:
         """v1.samples reads the recording's samples again, text and all."""
+        self.con.execute("RESET VARIABLE rlprobe_samples_held")
         point(self.con, "samples", "SELECT * FROM v1.doctor_recorded_samples")
 
 
