@@ -150,9 +150,9 @@ def point_at_copies(con: duckdb.DuckDBPyConnection, where: str | None = None, vi
                     prefix: str = "doctor_") -> None:
     """v1.<view> reads the copy <prefix><view>, filtered by where."""
     for view in views:
-        point(con, view, f"SELECT * FROM {prefix}{view}" + (f" WHERE {where}" if where else ""))
         if view == "samples" and prefix == "doctor_":
-            con.execute("SET VARIABLE rlprobe_samples_held = true")  # no file to list for it
+            con.execute("SET VARIABLE rlprobe_samples_held = true")  # no file to list for it, nor for this
+        point(con, view, f"SELECT * FROM {prefix}{view}" + (f" WHERE {where}" if where else ""))
 
 
 def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None, columns: str | None = None) -> SampleText:
@@ -180,9 +180,12 @@ class SampleText:
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
-        run(con, "DROP VIEW IF EXISTS v1.doctor_recorded_samples", fetch="none")
-        run(con, "ALTER VIEW v1.samples RENAME TO doctor_recorded_samples", fetch="none")
-        point(con, "samples", "SELECT * FROM v1.doctor_recorded_samples")  # until the copies exist
+        # con.execute, not run, here and below: re-pointing a view reads no file, so none is
+        # listed for it (run lists the shards for any statement that names samples)
+        con.execute("DROP VIEW IF EXISTS v1.doctor_recorded_samples")
+        con.execute("ALTER VIEW v1.samples RENAME TO doctor_recorded_samples")
+        with _bound_without_files(con):  # until the copies exist
+            con.execute("CREATE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples")
         self.where: str | None = None
         self.dirs: list[str] | None = None
 
@@ -210,7 +213,6 @@ class SampleText:
             return
         con = self.con
         filt = f" WHERE {self.where}" if self.where else ""
-        # con.execute, not run: pointing a view reads no sample file, so none is listed for it
         with _bound_without_files(con):  # the recording's samples bind at each read anyway
             con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples{filt}")
         con.execute("RESET VARIABLE rlprobe_samples_held")
@@ -230,8 +232,9 @@ class SampleText:
 
     def restore(self) -> None:
         """v1.samples reads the recording's samples again, text and all."""
+        with _bound_without_files(self.con):
+            self.con.execute("CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples")
         self.con.execute("RESET VARIABLE rlprobe_samples_held")
-        point(self.con, "samples", "SELECT * FROM v1.doctor_recorded_samples")
 
 
 def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDBPyConnection:
