@@ -69,8 +69,9 @@ def test_a_root_is_diagnosed_as_its_runs_one_by_one_where_text_is_read(root: Pat
     for chunk_steps in (1_000_000, 500):  # one chunk; a run per chunk
         monkeypatch.setattr(session, "CHUNK_STEPS", chunk_steps)
         assert {d.run_id: summary(d) for d in diagnose_path(root)} == alone
-    found = {f[0] for findings, _ in alone.values() for f in findings}
-    assert {"REPETITION_SPIRAL", "REWARD_STD_DEATH"} <= found
+    found = {f[0]: f[4] for findings, _ in alone.values() for f in findings}
+    assert found["REPETITION_SPIRAL"]["source"] == "samples"  # from the completions' text
+    assert "distinct_completions_during" in found["REWARD_STD_DEATH"]  # distinct texts per step
 
 
 def test_a_custom_detector_reads_the_text(root: Path, tmp_path: Path) -> None:
