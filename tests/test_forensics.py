@@ -167,6 +167,24 @@ def test_show_step_has_metrics_window_events_and_samples(run: Path) -> None:
     assert d.samples_at_step == PER_STEP and d.status == "closed"
 
 
+def test_show_step_reads_the_samples_once_and_counts_them_without_showing_any(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlprobe.store import sample_files
+
+    listed: list[str] = []
+    bound = sample_files.bound
+
+    def counting(con: Any, sql: str) -> Any:
+        if sample_files.reads_samples(sql):
+            listed.append(sql)
+        return bound(con, sql)
+
+    monkeypatch.setattr(sample_files, "bound", counting)
+    # the ranking's count is the step's count: every read of the samples opens every shard
+    assert show_step(run, 10, max_samples=2).samples_at_step == PER_STEP and len(listed) == 1
+    none_shown = show_step(run, 10, max_samples=0)
+    assert none_shown.samples == [] and none_shown.samples_at_step == PER_STEP
+
+
 def test_show_a_step_that_was_not_recorded_names_the_nearest(tmp_path: Path) -> None:
     with Recorder(tmp_path / "sparse", capture_env=False, install_handlers=False) as rec:
         for step in (0, 10, 20):

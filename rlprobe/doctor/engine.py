@@ -51,13 +51,16 @@ def diagnose_connection(
     cfg: DoctorConfig,
     root: session.RootSession | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    text: session.SampleText | None = None,
 ) -> list[Diagnosis]:
     """Diagnose each run of `runs` over a connection whose views hold them (see rlprobe.doctor.session).
 
     Each detector runs once per run, causes before their symptoms; a detector that raises is
     listed as skipped with the error, never hiding the others' findings. Then every finding a
     declared cause explains is marked as its symptom, and the findings are ranked. progress,
-    if given, is called as (label, runs done, runs in all) before each run.
+    if given, is called as (label, runs done, runs in all) before each run. text, for a
+    connection whose v1.samples is a copy without text (session.materialize), gives a query
+    that reads text the recording's samples.
     """
     features_by_run = session.split(run(con, FEATURES_SQL), "run_id") if root is None else {}
     detectors = all_detectors()
@@ -65,7 +68,11 @@ def diagnose_connection(
 
     def query(sql: str, params: list[Any]) -> pa.Table:
         if root is not None:
-            root.cache_features_of(sql)
+            with root.around(sql):
+                return run(con, sql, params)
+        if text is not None:
+            with text.around(sql):
+                return run(con, sql, params)
         return run(con, sql, params)
 
     for done, info in enumerate(runs):
@@ -145,11 +152,11 @@ def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[s
 
 def diagnose_store(store: Store, cfg: DoctorConfig, progress: Callable[[str, int, int], None] | None = None,
                    shown_as: str | None = None) -> list[Diagnosis]:
-    """diagnose_path over a store already open. For one run, its v1.steps and v1.samples then
-    stand for the doctor's sorted copies of them (the step columns of session.step_columns), so
-    a caller reading the same run next (the report) does not read the files again;
-    session.point_at_recording points them back at the files. shown_as names the recording in
-    errors (default: its path)."""
+    """diagnose_path over a store already open. For one run, its v1.steps then stands for the
+    doctor's sorted copy of it (the step columns of session.step_columns), so a caller reading
+    the same run next (the report) does not read the files again, and v1.samples for the
+    recording's samples (the doctor's copy of them has no text); session.point_at_recording
+    points both back at the files. shown_as names the recording in errors (default: its path)."""
 
     def diagnose_all() -> list[Diagnosis]:
         session.point_at_recording(store.con)  # a pass that met a broken run may have pointed them at copies
@@ -158,8 +165,11 @@ def diagnose_store(store: Store, cfg: DoctorConfig, progress: Callable[[str, int
             raise NotARecording(f"{shown_as or store.target.path} has no steps recorded yet: nothing to diagnose")
         columns = session.step_columns(_custom_sql(cfg))
         if len(runs) == 1:
-            session.materialize(store.con, columns=columns)
-            return diagnose_connection(store.con, runs, cfg, progress=progress)
+            text = session.materialize(store.con, columns=columns)
+            try:
+                return diagnose_connection(store.con, runs, cfg, progress=progress, text=text)
+            finally:
+                text.restore()
         return diagnose_connection(store.con, runs, cfg, session.RootSession(store.con, runs, FEATURES_SQL, columns=columns),
                                    progress=progress)
 

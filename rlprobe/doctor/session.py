@@ -5,13 +5,17 @@ What those names stand for changes with what is being diagnosed: the recording's
 sorted in-memory copy of them (read once, queried many times), the copy narrowed to one run of
 a chunk, tables held in memory (diagnose_tables), or a live watcher's tables narrowed to the rows
 a tick changed. This module is the one place that re-points them; everything else asks it to.
-A copy holds the step columns the doctor reads (step_columns), not every extra.* metric.
+A copy holds the step columns the doctor reads (step_columns), not every extra.* metric, and
+the samples without their text (TEXT_COLUMNS): a statement that reads text sees the recording's
+samples instead (SampleText), read from the files where a step filter reaches the scan.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any, Iterable, Iterator
 
 import duckdb
 import numpy as np
@@ -19,12 +23,25 @@ import pyarrow as pa
 
 from rlprobe.arrow_numpy import to_numpy
 from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
-from rlprobe.store import scope, sqlfiles
+from rlprobe.store import sample_files, scope, sqlfiles
 from rlprobe.store.engine import new_connection, run
 
 # the views the detectors read, and the order their copies are kept in (a per-run filter then
-# skips other runs' row groups)
+# skips other runs' row groups; a copy of one run's samples is kept in the files' order, as
+# sorting a constant key would only cost memory)
 ORDER = {"steps": "run_id, step", "samples": "run_id"}
+
+# The sample columns the doctor's copy leaves out: each rollout's text, nearly all of a run's
+# sample bytes (800k samples of a few hundred characters are over a gigabyte in memory), which
+# most detectors never read. The few statements that do (the n-gram repetition of completions
+# when a run logs no repetition_rate, the share of distinct completions, a custom detector or a
+# report that names them) read them from the recording's files (SampleText).
+TEXT_COLUMNS = ("prompt_text", "completion_text", "completion_token_ids")
+
+_TEXT = re.compile(r"\b(" + "|".join(TEXT_COLUMNS) + r")\b", re.IGNORECASE)
+_VIEW = re.compile(r"\bVIEW\s+v1\.(\w+)", re.IGNORECASE)
+_COUNT_STAR = re.compile(r"\bcount\s*\(\s*\*\s*\)", re.IGNORECASE)
+_ALL_COLUMNS = re.compile(r"\*|\bcolumns\s*\(", re.IGNORECASE)
 
 # The step columns the doctor reads besides the fixed ones: every reward component (the
 # detectors bin them all, whatever the run calls them). extra.* columns are the run's own
@@ -48,16 +65,45 @@ def step_columns(custom_sql: Iterable[str] = ()) -> str | None:
     return scope.columns_pattern(names, STEP_COLUMN_TYPES, STEP_PREFIXES)
 
 
+@lru_cache(maxsize=None)
+def text_views() -> frozenset[str]:
+    """The doctor's feature views (v1.<name>) that read sample text, directly or through another."""
+    features = [f.sql for f in sqlfiles.load(max(sqlfiles.versions())) if f.kind == "feature"]
+    found: set[str] = set()
+    while True:
+        names = {m.group(1) for sql in features for m in _VIEW.finditer(sql)
+                 if _TEXT.search(sql) or any(re.search(rf"\bv1\.{n}\b", sql) for n in found)}
+        if names <= found:
+            return frozenset(found)
+        found |= names
+
+
+def reads_text(sql: str) -> bool:
+    """True when sql may read sample text: it names a text column or a feature view that reads
+    one, or it reads samples with a star or COLUMNS(...) (count(*) reads no column). A guess on
+    the safe side: a statement taken to read text only costs a read of the files."""
+    if _TEXT.search(sql) or any(re.search(rf"\b{n}\b", sql) for n in text_views()):
+        return True
+    return sample_files.reads_samples(sql) and _ALL_COLUMNS.search(_COUNT_STAR.sub("", sql)) is not None
+
+
 def copy_views(con: duckdb.DuckDBPyConnection, where: str | None, columns: str | None) -> None:
     """Copy steps and samples (the rows where `where` holds) into doctor_<view>, sorted by run;
-    of the step files only the columns matching the pattern `columns` are read (None: all)."""
+    of the step files only the columns matching the pattern `columns` are read (None: all), of
+    the sample files every column but TEXT_COLUMNS (those are read where a statement needs them:
+    SampleText). Without `where` (one run) the samples are kept in the files' order."""
     filt = f" WHERE {where}" if where else ""
     for view, order in ORDER.items():
         narrow = view == "steps" and columns is not None
         if narrow:
             run(con, "SET VARIABLE rlprobe_columns = ?", [columns], fetch="none")
+        select = "*"
+        if view == "samples":
+            select = f"* EXCLUDE ({', '.join(TEXT_COLUMNS)})"
+            order = order if where else ""
         try:
-            run(con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT * FROM v1.{view}{filt} ORDER BY {order}", fetch="none")
+            run(con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT {select} FROM v1.{view}{filt}"
+                     + (f" ORDER BY {order}" if order else ""), fetch="none")
         finally:
             if narrow:
                 run(con, "RESET VARIABLE rlprobe_columns", fetch="none")
@@ -82,12 +128,20 @@ def point_at_recording(con: duckdb.DuckDBPyConnection) -> None:
     it is created, which would open every file and carry every column of a run with ten
     thousand metrics (seconds), and binds it again when it is read anyway.
     """
-    root = run(con, "SELECT getvariable('rlprobe_root') AS root").column("root")[0].as_py()
-    run(con, "SET VARIABLE rlprobe_root = ?", [str(sqlfiles.sql_root() / "_bind_without_files")], fetch="none")
-    try:
+    with _bound_without_files(con):
         for f in sqlfiles.load(max(sqlfiles.versions())):
             if f.kind == "view" and f.name in ORDER:
                 run(con, f.sql, fetch="none")
+    con.execute("RESET VARIABLE rlprobe_samples_held")
+
+
+@contextmanager
+def _bound_without_files(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Views created within the block bind against an empty folder (see point_at_recording)."""
+    root = run(con, "SELECT getvariable('rlprobe_root') AS root").column("root")[0].as_py()
+    run(con, "SET VARIABLE rlprobe_root = ?", [str(sqlfiles.sql_root() / "_bind_without_files")], fetch="none")
+    try:
+        yield
     finally:
         run(con, "SET VARIABLE rlprobe_root = ?", [root], fetch="none")
 
@@ -96,16 +150,91 @@ def point_at_copies(con: duckdb.DuckDBPyConnection, where: str | None = None, vi
                     prefix: str = "doctor_") -> None:
     """v1.<view> reads the copy <prefix><view>, filtered by where."""
     for view in views:
+        if view == "samples" and prefix == "doctor_":
+            con.execute("SET VARIABLE rlprobe_samples_held = true")  # no file to list for it, nor for this
         point(con, view, f"SELECT * FROM {prefix}{view}" + (f" WHERE {where}" if where else ""))
 
 
-def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None, columns: str | None = None) -> None:
+def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None, columns: str | None = None) -> SampleText:
     """Copy steps and samples (the rows where `where` holds; the step columns matching `columns`,
-    see step_columns) once, sorted by run, point the views at the copies and build the feature
-    views over them."""
+    see step_columns; the samples without their text) once, sorted by run, point the views at
+    the copies and build the feature views over them. The SampleText returned gives a statement
+    that reads text the recording's samples."""
+    text = SampleText(con)
     copy_views(con, where, columns)
     point_at_copies(con, where)
-    create_features(con)
+    text.narrowed(where)
+    text.create_features()
+    return text
+
+
+class SampleText:
+    """Sample text in a session whose v1.samples is the doctor's copy without it (copy_views).
+
+    The recording's samples view is kept as v1.doctor_recorded_samples; for one statement that
+    reads text (reads_text), v1.samples stands for it, narrowed like the copy (the same rows,
+    with their text) and to the runs' folders (rlprobe_scope), and over the shard files listed
+    for that statement, so a step filter and the columns used reach the parquet scan. Create it
+    while v1.samples reads the recording, before the views are pointed at copies.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        # con.execute, not run, here and below: re-pointing a view reads no file, so none is
+        # listed for it (run lists the shards for any statement that names samples)
+        con.execute("DROP VIEW IF EXISTS v1.doctor_recorded_samples")
+        con.execute("ALTER VIEW v1.samples RENAME TO doctor_recorded_samples")
+        with _bound_without_files(con):  # until the copies exist
+            con.execute("CREATE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples")
+        self.where: str | None = None
+        self.dirs: list[str] | None = None
+
+    def create_features(self) -> None:
+        """create_features, binding the feature views that read text against the recording's
+        samples (DuckDB binds a view when it is created: over the copy, a text column is unknown)."""
+        filt = f" WHERE {self.where}" if self.where else ""
+        with _bound_without_files(self.con):
+            self.con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples{filt}")
+            try:
+                create_features(self.con)
+            finally:
+                self.con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM doctor_samples{filt}")
+
+    def narrowed(self, where: str | None, dirs: list[str] | None = None) -> None:
+        """v1.samples now reads the copy filtered by where; text is read from the files of dirs
+        (None: every run below the root)."""
+        self.where, self.dirs = where, dirs
+
+    @contextmanager
+    def around(self, sql: str) -> Iterator[None]:
+        """Within the block, v1.samples has its text when sql reads some (reads_text)."""
+        if not reads_text(sql):
+            yield
+            return
+        con = self.con
+        filt = f" WHERE {self.where}" if self.where else ""
+        with _bound_without_files(con):  # the recording's samples bind at each read anyway
+            con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples{filt}")
+        con.execute("RESET VARIABLE rlprobe_samples_held")
+        try:
+            if self.dirs is not None:
+                con.execute("SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [self.dirs])
+            if sample_files.reads_samples(sql):  # engine.run lists the files for it
+                yield
+            else:  # a feature view's name need not say it reads samples: list them here
+                with sample_files.bound(con, "v1.samples"):
+                    yield
+        finally:
+            if self.dirs is not None:
+                con.execute("RESET VARIABLE rlprobe_scope")
+            con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM doctor_samples{filt}")
+            con.execute("SET VARIABLE rlprobe_samples_held = true")
+
+    def restore(self) -> None:
+        """v1.samples reads the recording's samples again, text and all."""
+        with _bound_without_files(self.con):
+            self.con.execute("CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples")
+        self.con.execute("RESET VARIABLE rlprobe_samples_held")
 
 
 def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDBPyConnection:
@@ -178,9 +307,14 @@ class RootSession:
             # a run_id in two folders is read from both, in the chunk it first came in
             self.chunk_dirs[self.chunk_of[info["run_id"]]].append(info["run_dir"])
             size += int(info["steps"])
+        self.dirs_of: dict[str, list[str]] = {}
+        for info in runs:
+            self.dirs_of.setdefault(info["run_id"], []).append(info["run_dir"])
         self.current: int | None = None
+        self.run_id: str | None = None
         self.features_by_run: dict[str, pa.Table] = {}
         self.cached: set[str] = set()
+        self.text: SampleText | None = None
 
     def _load_chunk(self, index: int) -> None:
         for name in self.cached:
@@ -191,21 +325,40 @@ class RootSession:
         # Only this chunk's runs are read (their folders alone are listed), and only they are
         # held in memory: a root of thousands of runs costs one chunk's memory, not the root's.
         point_at_recording(self.con)
+        self.text = SampleText(self.con)
         run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [self.chunk_dirs[index]], fetch="none")
         try:
             copy_views(self.con, _IN_CHUNK, self.columns)
         finally:
             run(self.con, "RESET VARIABLE rlprobe_scope", fetch="none")
         point_at_copies(self.con, _IN_CHUNK)
-        create_features(self.con)
+        self.text.narrowed(_IN_CHUNK, self.chunk_dirs[index])
+        self.text.create_features()
         self.features_by_run = split(run(self.con, self.features_sql), "run_id")
         point_at_copies(self.con, _IN_RUN)
+        self.run_id = None
 
     def focus(self, run_id: str) -> None:
         """Point the narrowed views at one run (computing its chunk's features first if needed)."""
         if self.chunk_of[run_id] != self.current:
             self._load_chunk(self.chunk_of[run_id])
         run(self.con, "SET VARIABLE rlprobe_doctor_run = ?", [run_id], fetch="none")
+        self.run_id = run_id
+        if self.text is not None:
+            self.text.narrowed(_IN_RUN, self.dirs_of[run_id])
+
+    @contextmanager
+    def around(self, sql: str) -> Iterator[None]:
+        """Within the block, sql can run: the feat_* views it reads are computed for the chunk
+        (cache_features_of), and v1.samples has its text if sql reads some (SampleText)."""
+        self.cache_features_of(sql)
+        if self.text is None:
+            yield
+            return
+        # a feat_* view served from its table reads no text any more
+        uncached = self._FEAT.sub(lambda m: "" if m.group(1) in self.cached else m.group(0), sql)
+        with self.text.around(uncached):
+            yield
 
     def cache_features_of(self, sql: str) -> None:
         """Compute (once, for every run of the chunk) the feat_* views a detector query reads."""
@@ -214,12 +367,17 @@ class RootSession:
             return
         # widen everything a feat_* view may read to the chunk for the one pass
         point_at_copies(self.con, _IN_CHUNK)
+        assert self.text is not None and self.current is not None
+        self.text.narrowed(_IN_CHUNK, self.chunk_dirs[self.current])
         for name in sorted(self.cached):
             point(self.con, name, f"SELECT * FROM doctor_cache_{name}")
         try:
             for name in names:
-                run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id", fetch="none")
+                sql = f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id"
+                with self.text.around(sql):
+                    run(self.con, sql, fetch="none")
                 self.cached.add(name)
         finally:
             point_at_copies(self.con, _IN_RUN)
             point_at_copies(self.con, _IN_RUN, sorted(self.cached), prefix="doctor_cache_")
+            self.text.narrowed(_IN_RUN, self.dirs_of[self.run_id] if self.run_id is not None else None)

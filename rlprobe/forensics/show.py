@@ -64,8 +64,8 @@ def show_step(run: RunLike, step: int, window: int = 5, max_samples: int = 10) -
         at = [r for r in rows if r["step"] == step]
         if not at:
             _raise_not_recorded(con, run, step)
-        info = run_sql(con, sqlfiles.query("show_run"), {"step": step}, "rows")[2]
-        run_id, run_dir, status, total = info[0] if info else (at[0]["run_id"], str(o.store.target.path), "unknown", 0)
+        info = run_sql(con, sqlfiles.query("show_run"), {}, "rows")[2]
+        run_id, run_dir, status = info[0] if info else (at[0]["run_id"], str(o.store.target.path), "unknown")
         events = run_sql(con, sqlfiles.query("show_events"), {"step_from": lo, "step_to": hi}, "arrow").to_pylist()
         for e in events:
             if isinstance(e.get("data"), str):
@@ -77,6 +77,10 @@ def show_step(run: RunLike, step: int, window: int = 5, max_samples: int = 10) -
         if max_samples:
             params = {"sort": "reward", "ascending": False, "step_from": step, "step_to": step, "k": max_samples}
             samples = run_sql(con, sqlfiles.query("samples_ranked"), params, "arrow").to_pylist()
+            # the ranking counted the step's samples: a count of its own would open every shard again
+            total = samples[0]["matched"] if samples else 0
+        else:
+            total = run_sql(con, sqlfiles.query("show_sample_count"), {"step": step}, "rows")[2][0][0]
     names = [c for c in rows[0] if c not in ("run_id", "step", "wall_time") and any(r[c] is not None for r in rows)]
     return StepDetail(
         run_id=run_id, run_dir=run_dir if o.report is None else str(run), status=status, step=step,
