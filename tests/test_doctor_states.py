@@ -549,3 +549,15 @@ def test_a_kl_jump_late_in_a_long_warm_up_is_still_a_blowup() -> None:
     t = table(n, kl_mean=kl, lr=_warmup_lr(n, 200), reward_mean=0.6 + r.normal(0, 0.05, n))
     f = findings(t)["KL_BLOWUP"]
     assert f.severity in ("warn", "critical") and 150 <= f.first_step <= 190
+
+
+def test_entropy_back_from_a_blowup_is_not_a_collapse() -> None:
+    """41 points: entropy ~0.68, blown up to ~7.4 for 13 points, then back at ~0.5 (0.75x where
+    it was before the blow-up). The blow-up is reported as ended; the way back down is not
+    "entropy fell to 7% of its level"."""
+    r = rng(91)
+    ent = np.concatenate([np.linspace(0.72, 0.65, 6), [1.8], np.full(13, 7.4), [4.2], np.full(20, 0.51)])
+    ent = ent * np.exp(r.normal(0, 0.015, len(ent)))
+    found = findings(table(len(ent), step_every=10, entropy_mean=ent))
+    assert "ENTROPY_COLLAPSE" not in found
+    assert found["ENTROPY_BLOWUP"].severity == "warn" and found["ENTROPY_BLOWUP"].ongoing is False

@@ -314,9 +314,10 @@ def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int)
     be the yardstick because the fall happened inside it. The level before must have been held
     after the run's first 5% and for `sustain` points (a series may start high and settle during
     warm-up), and a fall the run came back from is left out: these are states the run is in.
-    The level before is that of the segment just before the fall, or the median of all points
-    before it when lower: falling back from a spike of a few points to below the level the run
-    held before the spike is a fall from that level, not from the spike's top.
+    The level before is that of the segment just before the fall, the median of all points
+    before it, or the lowest level held for `sustain` points in a row after the first 5%,
+    whichever is lowest: falling back from a spike or a blow-up to below the level the run held
+    before it is a fall from that level, not from the spike's top.
     """
     value = np.asarray(value, dtype=float)
     n = len(value)
@@ -329,8 +330,14 @@ def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int)
         if not jump.ongoing or jump.start < max(sustain, int(0.05 * n)):
             continue
         # the level the run held before, not the top of a spike it fell back from: the segment
-        # just before, or the median of everything before the fall if that is lower
-        before = min(1.0 / jump.before, float(np.median(value[:jump.start][ok[:jump.start]])))
+        # just before, the median of everything before the fall, or the lowest level held for
+        # `sustain` points after the first 5%, whichever is lowest (entropy that blew up from
+        # 0.66 to 7.4 for 13 of 20 points and came back to 0.52 fell back, not 93% down)
+        held = value[int(0.05 * n) : jump.start]
+        held = held[np.isfinite(held)]
+        lowest_held = (float(np.min([np.median(held[i : i + sustain]) for i in range(len(held) - sustain + 1)]))
+                       if len(held) >= sustain else np.inf)
+        before = min(1.0 / jump.before, float(np.median(value[:jump.start][ok[:jump.start]])), lowest_held)
         after = 1.0 / jump.after
         if after <= ratio_max * before:
             out.append(LevelFall(jump.start, jump.end, before, after))
