@@ -333,7 +333,13 @@ def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int)
         # just before, the median of everything before the fall, or the lowest level held for
         # `sustain` points after the first 5%, whichever is lowest (entropy that blew up from
         # 0.66 to 7.4 for 13 of 20 points and came back to 0.52 fell back, not 93% down)
-        held = value[int(0.05 * n) : jump.start]
+        # (the fall's own way down, the points just before the stretch already under the
+        # segment's level, is no level the run held)
+        lo, top = int(0.05 * n), 1.0 / jump.before
+        approach = jump.start
+        while approach > lo and not (np.isfinite(value[approach - 1]) and value[approach - 1] >= 0.8 * top):
+            approach -= 1
+        held = value[lo:approach]
         held = held[np.isfinite(held)]
         lowest_held = (float(np.min([np.median(held[i : i + sustain]) for i in range(len(held) - sustain + 1)]))
                        if len(held) >= sustain else np.inf)
