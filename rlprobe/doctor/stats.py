@@ -503,6 +503,17 @@ def level_shifts(y: np.ndarray, noise: float, min_size: int = 3, lookback: int |
     return out
 
 
+def bounded_level_shifts(y: np.ndarray) -> list[Shift]:
+    """level_shifts of a share or rate in [0, 1] under its own bounded_noise, looking back over a
+    third of the series (at least 8 points): the levels an early-window rise is read from.
+    Empty when the series has no noise to judge a change by (constant, or too short)."""
+    v = np.asarray(y, dtype=float)
+    noise = bounded_noise(v)
+    if not np.isfinite(noise) or noise <= 0:
+        return []
+    return level_shifts(v, noise, min_size=3, lookback=max(8, len(v) // 3))
+
+
 def level_reached(shifts: list[Shift], j: int, max_gap: int) -> tuple[float, int]:
     """The level a rise at shifts[j] reached, and the index of its last stage: through the
     rising stages that follow it within max_gap points (binary segmentation cuts a steep

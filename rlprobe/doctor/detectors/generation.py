@@ -22,7 +22,7 @@ from rlprobe.doctor.episodes import (
 from rlprobe.doctor.findings import Finding, Severity
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import at_step, level_at_index, series_features, values_between
-from rlprobe.doctor.stats import bounded_noise, finite_or, level_before, level_reached, level_shifts, mann_kendall, nanmedian, refine_onset, trailing_median
+from rlprobe.doctor.stats import bounded_level_shifts, bounded_noise, finite_or, level_before, level_reached, level_shifts, mann_kendall, nanmedian, refine_onset, trailing_median
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,11 +331,8 @@ def _repetition_rise_in_window(feat: MetricFeatures, p: dict[str, Any]) -> tuple
     it (a rise in stages counted whole), held to the end of the run."""
     value = np.clip(np.asarray(feat.value, dtype=float), 0.0, 1.0)
     n = len(value)
-    noise = bounded_noise(value)
-    if not np.isfinite(noise) or noise <= 0:
-        return None
     sustain = sustain_points(n, p["sustain_frac"], floor=3)
-    shifts = level_shifts(value, noise, min_size=3, lookback=max(8, n // 3))
+    shifts = bounded_level_shifts(value)
     for j, shift in enumerate(shifts):
         if shift.z < 4.0 or shift.after <= shift.before or shift.at >= baseline_end(n):
             continue  # later rises are the main test's

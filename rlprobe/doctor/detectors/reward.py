@@ -31,7 +31,7 @@ from rlprobe.doctor.series import (
     window,
 )
 from rlprobe.doctor.stats import (
-    bounded_noise, ffill, granularity, level_before, level_reached, level_shifts, mann_kendall, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
+    bounded_level_shifts, bounded_noise, ffill, granularity, level_before, level_reached, level_shifts, mann_kendall, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -668,11 +668,8 @@ def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -
     level is not the run's early level): judged against the level before the rise."""
     value = np.asarray(feat.value, dtype=float)
     n = len(value)
-    noise = bounded_noise(value)
-    if not np.isfinite(noise) or noise <= 0:
-        return None
     sustain = sustain_points(n, p["sustain_frac"], floor=3)
-    shifts = level_shifts(value, noise, min_size=3, lookback=max(8, n // 3))
+    shifts = bounded_level_shifts(value)
     for j, shift in enumerate(shifts):
         if shift.before > p["baseline_max"] or shift.after < p["level_warn"] or shift.z < 4.0:
             continue
@@ -1236,11 +1233,10 @@ def _early_format_rise(ctx: DetectorContext, grid: Grid, formats: list[Track], o
     n = len(grid)
     sustain = sustain_points(n, p["sustain_frac"], floor=3)
     for c in formats:
-        noise = bounded_noise(c.value)
-        if not np.isfinite(noise) or noise <= 0:
+        shifts = bounded_level_shifts(c.value)
+        if not shifts:
             continue
         top = float(np.nanpercentile(c.smooth, 98))
-        shifts = level_shifts(c.value, noise, min_size=3, lookback=max(8, n // 3))
         for j, shift in enumerate(shifts):
             if shift.z < p["rise_z"] or shift.at >= baseline_end(n):
                 continue  # later rises are the main test's; this one is for the early window only
