@@ -332,9 +332,9 @@ def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int)
         # the level the run held before, not the top of a spike it fell back from: the segment
         # just before, the median of everything before the fall, or the lowest level held for
         # `sustain` points after the first 5%, whichever is lowest (entropy that blew up from
-        # 0.66 to 7.4 for 13 of 20 points and came back to 0.52 fell back, not 93% down)
-        # (the fall's own way down, the points just before the stretch already under the
-        # segment's level, is no level the run held)
+        # 0.66 to 7.4 for 13 of 20 points and came back to 0.52 fell back, not 93% down). The
+        # fall's own way down (the points just before its stretch that already sit under the
+        # segment's level) is not a level the run held.
         lo, top = int(0.05 * n), 1.0 / jump.before
         approach = jump.start
         while approach > lo and not (np.isfinite(value[approach - 1]) and value[approach - 1] >= 0.8 * top):
