@@ -208,6 +208,8 @@ def test_a_live_runs_new_part_is_drawn_and_only_it_is_learned(tmp_path: Path) ->
 
 def test_the_chart_of_a_run_that_grew_between_two_requests_is_not_kept(tmp_path: Path) -> None:
     """The answers are kept by the runs' versions: a new part means a new answer (live charts)."""
+    pytest.importorskip("starlette", reason="the ui extra (starlette) is not installed")
+    pytest.importorskip("httpx", reason="starlette's TestClient needs httpx")
     from starlette.testclient import TestClient
 
     from rlprobe.ui.app import create_app
