@@ -172,6 +172,19 @@ def test_a_dip_the_run_recovers_from_is_not_a_collapse() -> None:
     assert "REWARD_COLLAPSE" not in findings(table(n, reward_mean=binary_mean(p, 64, 14)))
 
 
+def test_a_deep_collapse_held_for_a_third_of_the_run_is_reported_though_it_recovered() -> None:
+    # reward ~0.63 falls to ~0.03 from step 22 and climbs back at step 54 of 100: the thirty updates
+    # in between trained on broken rollouts. A warning that says it ended, never a critical one.
+    n = 100
+    p = np.where((np.arange(1, n + 1) >= 22) & (np.arange(1, n + 1) < 54), 0.03, 0.63)
+    f = findings(table(n, reward_mean=binary_mean(p, 128, 16)))["REWARD_COLLAPSE"]
+    assert f.severity == "warn" and f.ongoing is False and 21 <= f.first_step <= 23
+    assert "come back since" in f.explanation and "held there to step 5" in f.explanation
+    # a one-point dip of the same depth stays quiet
+    p1 = np.where(np.arange(n) == 50, 0.03, 0.63)
+    assert "REWARD_COLLAPSE" not in findings(table(n, reward_mean=binary_mean(p1, 128, 16)))
+
+
 def test_a_truncation_episode_the_run_got_out_of_says_it_ended() -> None:
     n = 40
     trunc = np.full(n, 0.02)
@@ -301,6 +314,23 @@ def test_a_format_learned_inside_the_early_window_while_correctness_falls_is_for
     t = table(n, step_every=5, reward_mean=fmt + answer, **{"reward_component.format_reward": fmt, "reward_component.answer_reward": answer})
     f = findings(t)["FORMAT_GAMING"]
     assert f.severity in ("warn", "critical") and f.first_step <= 45 and "early in the run" in f.explanation
+
+
+def test_a_format_at_its_ceiling_from_the_third_logged_point_on_is_judged_against_the_first_two() -> None:
+    """30 points, 5 steps apart: format 0.5 at the first two points, 1.0 from the third on; the
+    answer rate (a rate over 256 rollouts) sits at 0.33 before and ~0.27 after. The run's first
+    two points are where it started: a level held, not a blip."""
+    n = 30
+    idx = np.arange(n)
+    fmt = np.where(idx < 2, binary_mean(np.full(n, 0.5), 256, 35), 1.0)
+    answer = binary_mean(np.where(idx < 2, 0.33, 0.27), 256, 36)
+    t = table(n, step_every=5, reward_mean=fmt + answer, **{"reward_component.format_rate": fmt, "reward_component.accuracy": answer})
+    f = findings(t)["FORMAT_GAMING"]
+    assert f.severity == "warn" and f.first_step <= 15 and "stagnated" in f.explanation
+    # the same jump with the answers improving after it is a format learned with the task
+    better = binary_mean(np.where(idx < 2, 0.33, 0.5), 256, 36)
+    t = table(n, step_every=5, reward_mean=fmt + better, **{"reward_component.format_rate": fmt, "reward_component.accuracy": better})
+    assert "FORMAT_GAMING" not in loud(findings(t))
 
 
 def test_a_format_learned_early_while_correctness_rises_is_not_format_gaming() -> None:

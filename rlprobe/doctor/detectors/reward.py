@@ -921,8 +921,10 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     the next must (1) be at least min_drop_noise standard errors of the two levels, (2) lose
     at least drop_warn of the reward's height above its floor (reward_min, else 0 for a reward
     that is never negative), and (3) not come back: the last points stay nearer the fallen
-    level than the old one. A dip the run recovers from is not a collapse. The onset is the
-    first logged point where the reward sat below the midpoint of the two levels and kept
+    level than the old one. A dip the run recovers from is not a collapse, unless it took at
+    least drop_critical of the height and held for a twentieth of the run (twice the sustain
+    stretch, at least 5 points): that one is a warning that says when it ended. The onset is
+    the first logged point where the reward sat below the midpoint of the two levels and kept
     doing so. Critical at drop_critical. Causes the catalog links (an entropy blow-up,
     truncation, a gradient pathology, ...) rank above it and it says so.
     """
@@ -943,6 +945,7 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     final = nanmedian(tail)
     opening = nanmedian(value[: max(3, int(0.05 * n))])
     shifts = level_shifts(value, noise, min_size=int(p["min_points"]), lookback=max(8, n // 3))
+    came_back: tuple[int, int, float, float, float, int, float] | None = None
     for j, shift in enumerate(shifts):
         drop = shift.before - shift.after
         height = shift.before - floor
@@ -954,54 +957,76 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         if shift.at - top_lo < sustain:
             continue  # the level before is a blip of a few points, not a level the reward held
         height = top - floor
-        # the fall counts to its bottom only where the words show one (a further fall beyond the
-        # noise): "fell from 0.07 to 0.047, losing 56%" would quote a share of a lower level unsaid
-        bottom = final if final < shift.after - 2.0 * noise else shift.after
-        share = (top - bottom) / height
         if (top - shift.after) / height < p["drop_warn"]:
             continue
-        if final >= top - 0.3 * (top - shift.after):
-            continue  # it came back (most of the way): a dip, not a collapse
         mid = top - 0.5 * (top - shift.after)
         below = ok & (value <= mid)
         hit = held_stretch(below, sustain, not_before=max(0, shift.at - 2))
         if hit is None:
             continue
         start, end = hit
+        if final >= top - 0.3 * (top - shift.after):
+            # it came back (most of the way). A dip of a few points is noise or one hard batch; a
+            # fall that took most of the reward and held for a twentieth of the run is a collapse
+            # the run happened to climb out of: every update in it trained on broken rollouts.
+            held = end - start + 1
+            if (came_back is None and (top - shift.after) / height >= p["drop_critical"]
+                    and held >= max(2 * sustain, 5) and end < n - sustain):
+                came_back = (start, end, top, shift.after, -shift.z, top_lo, height)
+            continue
+        # the fall counts to its bottom only where the words show one (a further fall beyond the
+        # noise): "fell from 0.07 to 0.047, losing 56%" would quote a share of a lower level unsaid
+        bottom = final if final < shift.after - 2.0 * noise else shift.after
+        share = (top - bottom) / height
         end = n - 1 if final <= mid else end
         severity = "critical" if share >= p["drop_critical"] else "warn"
-        first_step = feat.step_at(start)
-        before_lo = feat.step_at(top_lo)
-        evidence: dict[str, Any] = {
-            "reward_before": top,
-            "reward_after": shift.after,
-            "reward_final": final,
-            "reward_floor": floor,
-            "share_of_height_lost": share,
-            "drop_in_standard_errors": -shift.z,
-            "reward_noise_per_point": noise,
-            "reward_opening": opening,
-        }
-        improved = f" (after improving from {opening:.3g})" if top - opening > 2.0 * noise else ""
         since = (f"and has not recovered (last points: {final:.3g})" if final <= shift.after + 0.25 * (top - shift.after)
                  else f"and has only partly recovered (last points: {final:.3g})")
-        strength = share / p["drop_warn"] - 1.0
-        return make_finding(
-            ctx, "REWARD_COLLAPSE", Episode(start, end, severity, start), feat,
-            confidence(strength, 0.6, end - start + 1, sustain, floor=0.45),
-            f"Reward collapsed from step {first_step}: its level fell from {top:.3g} over steps {before_lo}-"
-            f"{feat.step_at(max(0, shift.at - 1))}{improved} to {shift.after:.3g}"
-            + (f" and then {bottom:.3g}" if bottom < shift.after else "")
-            + f", losing {share:.0%} of its height above {floor:.3g} ({-shift.z:.0f} standard errors), {since}.",
-            evidence,
-            [
-                "Roll back to the last checkpoint before the onset and resume with a lower learning rate.",
-                "Look for a loss or grad-norm spike, or a bad batch, just before the onset; tighten gradient clipping.",
-                "Compare the linked samples from after the onset with earlier ones to see what broke.",
-            ],
-            sample_order="step ASC",
-        ).model_copy(update={"ongoing": True})
+        return _collapse_finding(ctx, feat, p, Episode(start, end, severity, start), top, top_lo, shift.at, shift.after,
+                                 bottom, share, -shift.z, noise, floor, final, opening, since, ongoing=True)
+    if came_back is not None:
+        start, end, top, after, z, top_lo, height = came_back
+        since = (f"and held there to step {feat.step_at(end)}; it has come back since (last points: {final:.3g}). "
+                 "The updates in between trained on those worse rollouts")
+        return _collapse_finding(ctx, feat, p, Episode(start, end, "warn", start), top, top_lo, start, after,
+                                 after, (top - after) / height, z, noise, floor, final, opening, since, ongoing=False)
     return None
+
+
+def _collapse_finding(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any], episode: Episode, top: float,
+                      top_lo: int, fell_at: int, after: float, bottom: float, share: float, z: float, noise: float,
+                      floor: float, final: float, opening: float, since: str, ongoing: bool) -> Finding:
+    """The REWARD_COLLAPSE finding for one fall: its levels, its words, and whether it still holds."""
+    first_step = feat.step_at(episode.start)
+    sustain = sustain_points(len(feat), p["sustain_frac"], floor=int(p["min_points"]))
+    evidence: dict[str, Any] = {
+        "reward_before": top,
+        "reward_after": after,
+        "reward_final": final,
+        "reward_floor": floor,
+        "share_of_height_lost": share,
+        "drop_in_standard_errors": z,
+        "reward_noise_per_point": noise,
+        "reward_opening": opening,
+    }
+    improved = f" (after improving from {opening:.3g})" if top - opening > 2.0 * noise else ""
+    strength = share / p["drop_warn"] - 1.0
+    return make_finding(
+        ctx, "REWARD_COLLAPSE", episode, feat,
+        confidence(strength, 0.6, episode.end - episode.start + 1, sustain, floor=0.45),
+        f"Reward collapsed from step {first_step}: its level fell from {top:.3g} over steps {feat.step_at(top_lo)}-"
+        f"{feat.step_at(max(0, fell_at - 1))}{improved} to {after:.3g}"
+        + (f" and then {bottom:.3g}" if bottom < after else "")
+        + f", losing {share:.0%} of its height above {floor:.3g} ({z:.0f} standard errors), {since}.",
+        evidence,
+        [
+            "Roll back to the last checkpoint before the onset and resume with a lower learning rate." if ongoing else
+            "Check that the checkpoints you keep come from after the recovery, and watch for a second fall.",
+            "Look for a loss or grad-norm spike, or a bad batch, just before the onset; tighten gradient clipping.",
+            "Compare the linked samples from after the onset with earlier ones to see what broke.",
+        ],
+        sample_order="step ASC",
+    ).model_copy(update={"ongoing": ongoing})
 
 
 def slope(track: Track, lo: int, hi: int) -> float:
@@ -1244,8 +1269,11 @@ def _early_format_rise(ctx: DetectorContext, grid: Grid, formats: list[Track], o
             # the level the climb reached: through the rising stages that follow it closely
             reached, _ = level_reached(shifts, j, max(sustain, int(math.ceil(0.05 * n))))
             span = top - before
-            if shift.at - lo < 3 or not np.isfinite(span) or span <= 0:
-                continue  # the level before is a blip of a few points, not one the run held
+            # the level before must be one the run held, not a blip of a few points; the run's first
+            # points are where it started, so two of them that agree are already its opening level
+            held_before = 2 if lo == 0 else 3
+            if shift.at - lo < held_before or not np.isfinite(span) or span <= 0:
+                continue
             if reached < top - p["near_ceiling"] * span or reached - before < p["min_rise_share"] * abs(reached):
                 continue
             filled = ffill(c.value)  # a sparse log leaves grid bins empty between its points
@@ -1264,7 +1292,7 @@ def _early_format_rise(ctx: DetectorContext, grid: Grid, formats: list[Track], o
                 o_noise = bounded_noise(o.value)
                 k_before = int(np.isfinite(o.value[lo : shift.at]).sum())
                 k_during = int(np.isfinite(o.value[start : end + 1]).sum())
-                if not (np.isfinite(o_before) and np.isfinite(o_during) and np.isfinite(o_noise)) or min(k_before, k_during) < 3:
+                if not (np.isfinite(o_before) and np.isfinite(o_during) and np.isfinite(o_noise)) or min(k_before, k_during) < held_before:
                     learned = True  # nothing says how correctness moved: no claim
                     break
                 # the change in standard errors of the two medians (the noise of a point, at least
