@@ -316,6 +316,18 @@ def test_a_format_learned_inside_the_early_window_while_correctness_falls_is_for
     assert f.severity in ("warn", "critical") and f.first_step <= 45 and "early in the run" in f.explanation
 
 
+def test_a_slow_down_inside_the_early_window_is_measured_from_the_steps_before_it() -> None:
+    """Step time 130 s, then 320 s from step 260 of 2000 (inside the early window, whose median
+    the jump lifts) with completion length flat: 2.5x, a warning quoting the level before it."""
+    n = 2000
+    r = rng(41)
+    slow = np.where(np.arange(1, n + 1) < 260, 130.0, 320.0) * (1 + r.normal(0, 0.1, n))
+    flat = 320 * (1 + r.normal(0, 0.1, n))
+    f = findings(table(n, step_time_s=slow, completion_len_mean=flat))["THROUGHPUT_ROT"]
+    assert f.severity == "warn" and 255 <= f.first_step <= 265
+    assert f.evidence["step_time_s_baseline"] < 140 and "not the length" in f.explanation
+
+
 def test_a_format_at_its_ceiling_from_the_third_logged_point_on_is_judged_against_the_first_two() -> None:
     """30 points, 5 steps apart: format 0.5 at the first two points, 1.0 from the third on; the
     answer rate (a rate over 256 rollouts) sits at 0.33 before and ~0.27 after. The run's first

@@ -507,23 +507,34 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     )
     if episode is None:
         return None
-    tail = np.asarray(feat.value[baseline_end(len(feat)) :], dtype=float)
+    log_smooth = np.log(np.maximum(finite_or(feat.smooth, feat.b_median), 1e-12))
+    episode = Episode(episode.start, episode.end, "info",
+                      refine_onset(log_smooth, episode.start, baseline_end(len(feat)) // 2, episode.start + 2 * sustain))
+    raw_ratio = np.asarray(feat.value, dtype=float) / feat.b_median
+    episode = raw_onset(episode, np.nan_to_num(raw_ratio, nan=0.0) >= p["ratio_info"], floor=baseline_end(len(feat)) // 2)
+    # the trend is read after the early window, or from just before the onset when the slow-down
+    # began inside it (a jump that then holds has no trend left after the window)
+    tail = np.asarray(feat.value[max(0, min(baseline_end(len(feat)), episode.onset - sustain)) :], dtype=float)
     tail = tail[np.isfinite(tail)]
     if len(tail) > 300:  # the trend test is O(n^2): thin long series evenly
         tail = tail[np.linspace(0, len(tail) - 1, 300).astype(int)]
     trend = mann_kendall(tail)
     if trend.p_increasing > p["trend_p"]:
         return None
-    log_smooth = np.log(np.maximum(finite_or(feat.smooth, feat.b_median), 1e-12))
-    episode = Episode(episode.start, episode.end, "info",
-                      refine_onset(log_smooth, episode.start, baseline_end(len(feat)) // 2, episode.start + 2 * sustain))
-    raw_ratio = np.asarray(feat.value, dtype=float) / feat.b_median
-    episode = raw_onset(episode, np.nan_to_num(raw_ratio, nan=0.0) >= p["ratio_info"], floor=baseline_end(len(feat)) // 2)
     seg = slice(episode.start, episode.end + 1)
+    # the level before: a jump early enough to fall inside the early window lifts that window's
+    # median, so the steps before the onset say better what a step cost before it (never more
+    # than the window: a slow creep before the onset does not move the reference up)
+    base = feat.b_median
+    before = np.asarray(feat.value[: episode.onset], dtype=float)
+    before = before[np.isfinite(before)]
+    if len(before) >= sustain and 0 < float(np.median(before)) < base:
+        base = float(np.median(before))
+        ratio = finite_or(feat.smooth, feat.b_median) / base
     held = float(np.median(ratio[seg]))
     first_step, last_step = episode.steps(feat)
     evidence: dict[str, Any] = {
-        f"{metric}_baseline": feat.b_median,
+        f"{metric}_baseline": base,
         f"{metric}_now": float(feat.smooth[-1]),
         "ratio_while_high": held,
         "ratio_now": float(ratio[-1]),
@@ -541,8 +552,8 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             o = at_step(gen, first_step)
             gen_now = level_at_index(gen, o, at_step(gen, last_step) + 1)
             evidence["generation_time_ratio"] = gen_now / gen.b_median
-            step_now = held * feat.b_median
-            evidence["generation_share_of_growth"] = float(np.clip((gen_now - gen.b_median) / max(step_now - feat.b_median, 1e-9), 0, 1))
+            step_now = held * base
+            evidence["generation_share_of_growth"] = float(np.clip((gen_now - gen.b_median) / max(step_now - base, 1e-9), 0, 1))
     severity: Severity = "info"
     if np.isfinite(length_ratio) and length_ratio >= 1.0 + 0.5 * (held - 1.0):
         why = f"Completions got {length_ratio:.1f}x longer over the same stretch, which explains most of it (see REWARD_HACK_LENGTH or TRUNCATION_STARVE if the length is not earning reward)."
@@ -557,7 +568,7 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     return make_finding(
         ctx, "THROUGHPUT_ROT", Episode(episode.start, episode.end, severity, episode.onset), feat,
         confidence(held / p["ratio_info"] - 1.0, 0.5, episode.end - episode.start + 1, sustain),
-        f"Each step takes {held:.1f}x as long as early in the run ({metric} {feat.b_median:.3g}s -> {float(feat.smooth[-1]):.3g}s). {why}",
+        f"Each step takes {held:.1f}x as long as early in the run ({metric} {base:.3g}s -> {float(feat.smooth[-1]):.3g}s). {why}",
         evidence,
         [
             "Compare generation_time_s with step_time_s: generation-bound slow-down follows completion length.",
