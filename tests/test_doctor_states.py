@@ -390,6 +390,56 @@ def test_an_entropy_collapse_is_dated_at_the_first_point_below_the_line_not_wher
     assert f.first_step == 18
 
 
+def test_a_collapse_already_under_way_in_the_early_window_is_dated_against_the_level_before_it() -> None:
+    """Entropy 0.217 on steps 1-7, then 0.17, 0.13, 0.11, 0.083, 0.063, 0.036 (a fifth of 0.217
+    first at step 13), 0.011 from 14 on, of 66: the early window's median (0.17) is already part of
+    the way down, so the line is a fifth of the level held before the fall, crossed at 13."""
+    entropy = np.r_[np.full(7, 0.217), [0.171, 0.133, 0.114, 0.083, 0.063, 0.036], np.full(53, 0.0108)]
+    entropy = entropy * (1 + rng(48).normal(0, 0.01, 66))
+    f = findings(table(66, entropy_mean=entropy))["ENTROPY_COLLAPSE"]
+    assert f.first_step == 13 and f.severity == "critical" and "the level it held before the fall (0.21" in f.explanation
+
+
+def test_an_entropy_collapse_under_way_from_the_first_logged_point_counts_from_the_opening_entropy() -> None:
+    """Entropy 0.34 -> 0.022 over the first 9 points (every 5 steps) of a 1,270-point log, then
+    flat: inside the run's first 1%, long before any early window. The model's entropy at its
+    first logged points is the level it came in with."""
+    n = 1270
+    entropy = np.r_[[0.338, 0.339, 0.312, 0.284, 0.24, 0.2, 0.14, 0.088, 0.067, 0.043], np.full(n - 10, 0.022)]
+    entropy = entropy * (1 + rng(49).normal(0, 0.05, n))
+    f = findings(table(n, step_every=5, entropy_mean=entropy))["ENTROPY_COLLAPSE"]
+    assert f.severity == "critical" and f.first_step <= 45
+    # healthy sharpening in the same stretch (2x) is not a collapse
+    gentle = np.r_[np.linspace(0.34, 0.17, 10), np.full(n - 10, 0.17)] * (1 + rng(49).normal(0, 0.05, n))
+    assert "ENTROPY_COLLAPSE" not in loud(findings(table(n, step_every=5, entropy_mean=gentle)))
+
+
+def test_an_advantage_fall_already_under_way_in_the_early_window_is_dated_where_it_crosses() -> None:
+    """adv_std ~0.95 for 4 points, then 0.76, 0.59, 0.38, 0.2, 0.058 (step 9), 0.0048 on, while the
+    groups keep their reward spread: dated at step 9 against the level before, not later against
+    the early window's median that the fall already pulled down."""
+    n = 66
+    r = rng(50)
+    adv = np.r_[[0.953, 0.945, 0.953, 0.908, 0.765, 0.589, 0.381, 0.196, 0.0577], np.full(n - 9, 0.0048)] * (1 + r.normal(0, 0.01, n))
+    found = findings(table(n, adv_std=adv, reward_std=0.45 + r.normal(0, 0.03, n), group_reward_std_mean=0.4 + r.normal(0, 0.03, n),
+                           zero_variance_group_frac=np.clip(0.2 + r.normal(0, 0.03, n), 0, 1), reward_mean=0.4 + r.normal(0, 0.05, n)))
+    f = found["ADV_COLLAPSE"]
+    assert f.first_step == 9 and "the level it held before the fall" in f.explanation
+
+
+def test_a_loop_that_takes_hold_in_the_first_points_is_judged_against_the_first_point() -> None:
+    """46 points every 2 steps: repetition 0.02 at step 2, 0.16 at step 4, ~0.35 from step 6 on to
+    the end: no level before it but the model's own first point. A rate that starts and stays at
+    its opening level is not a loop, however it wobbles."""
+    n = 46
+    r = rng(51)
+    rep = np.r_[[0.021, 0.156], np.clip(0.35 + r.normal(0, 0.04, n - 2), 0, 1)]
+    f = findings(table(n, step_every=2, repetition_rate=rep))["REPETITION_SPIRAL"]
+    assert f.severity == "critical" and f.first_step == 6
+    flat = np.clip(0.03 + r.normal(0, 0.01, n), 0, 1)
+    assert "REPETITION_SPIRAL" not in loud(findings(table(n, step_every=2, repetition_rate=flat)))
+
+
 def test_clipping_that_holds_from_the_first_logged_step_is_dated_there() -> None:
     clip = 0.6 + rng(42).normal(0, 0.06, 600)
     f = findings(table(600, step_every=10, clip_fraction=clip))["CLIP_SATURATION"]

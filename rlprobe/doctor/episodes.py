@@ -304,7 +304,8 @@ class LevelFall:
     after: float  # the level it fell to (the lowest of a fall in stages)
 
 
-def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int) -> list[LevelFall]:
+def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int, warmup: float = 0.05,
+                opening: int | None = None) -> list[LevelFall]:
     """Falls of a positive series to ratio_max of the level just before them or lower, that
     still hold at the last logged points.
 
@@ -312,8 +313,11 @@ def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int)
     by k): levels cut by binary segmentation under the series' own point noise, z_min standard
     errors, a fall in stages close together counted as one. For when a run's early window cannot
     be the yardstick because the fall happened inside it. The level before must have been held
-    after the run's first 5% and for `sustain` points (a series may start high and settle during
-    warm-up), and a fall the run came back from is left out: these are states the run is in.
+    for `sustain` points, and after the run's first `warmup` share (a series may start high and
+    settle during warm-up; a detector whose series cannot settle that far passes 0, and then
+    `opening` points, when given, are enough before a fall that starts at the run's opening:
+    the first logged points are the model as it came in, a level by construction), and a fall
+    the run came back from is left out: these are states the run is in.
     The level before is that of the segment just before the fall, the median of all points
     before it, or the lowest level held for `sustain` points in a row after the first 5%,
     whichever is lowest: falling back from a spike or a blow-up to below the level the run held
@@ -327,7 +331,7 @@ def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int)
     inverse = np.where(ok, 1.0 / np.where(ok, value, 1.0), np.nan)
     out = []
     for jump in log_level_jumps(inverse, 1.0 / ratio_max, z_min, sustain):
-        if not jump.ongoing or jump.start < max(sustain, int(0.05 * n)):
+        if not jump.ongoing or jump.start < max(sustain if opening is None else min(sustain, opening), int(warmup * n)):
             continue
         # the level the run held before, not the top of a spike it fell back from: the segment
         # just before, the median of everything before the fall, or the lowest level held for

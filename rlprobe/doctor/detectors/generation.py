@@ -351,7 +351,31 @@ def _repetition_rise_in_window(feat: MetricFeatures, p: dict[str, Any]) -> tuple
         level = np.clip(finite_or(feat.smooth, before), 0.0, 1.0)
         severity: Severity = "critical" if float(np.nanmedian(value[start : end + 1])) >= p["rate_critical"] else "warn"
         return Episode(start, end, severity, start), feat, level, "repetition_rate", {"baseline": before, "sustain": sustain}
-    return None
+    return _repetition_from_opening(feat, value, sustain, p)
+
+
+def _repetition_from_opening(feat: MetricFeatures, value: np.ndarray, sustain: int, p: dict[str, Any]
+                             ) -> tuple[Episode, MetricFeatures, np.ndarray, str, dict[str, Any]] | None:
+    """A loop that took hold within the run's first few points, too soon for any level before it
+    but the first logged point: that point is the model as it came in (a measured rate, not a
+    noisy guess), and a rate that leaves it by ratio_min and rise_min to rate_warn or more within
+    a sustained stretch and holds there to the end is a loop the training started."""
+    n = len(value)
+    ok = np.flatnonzero(np.isfinite(value))
+    if len(ok) < 10:
+        return None
+    before = float(value[ok[0]])
+    after = float(np.nanmedian(value[ok[1]:]))
+    if after < p["rate_warn"] or after - before < p["rise_min"] or after < p["ratio_min"] * max(before, 0.01):
+        return None
+    high = np.isfinite(value) & (value >= before + 0.5 * (after - before))
+    hit = held_stretch(high, sustain, not_before=int(ok[1]))
+    if hit is None or hit[0] > ok[0] + sustain or not still_holds(high, hit[1], sustain):
+        return None
+    start, end = hit
+    level = np.clip(finite_or(feat.smooth, before), 0.0, 1.0)
+    severity: Severity = "critical" if float(np.nanmedian(value[start : end + 1])) >= p["rate_critical"] else "warn"
+    return Episode(start, end, severity, start), feat, level, "repetition_rate", {"baseline": before, "sustain": sustain}
 
 
 def _repetition_episode(ctx: DetectorContext, p: dict[str, Any]) -> tuple[Episode, MetricFeatures, np.ndarray, str, dict[str, Any]] | None:

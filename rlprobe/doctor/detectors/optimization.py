@@ -305,22 +305,22 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         pinned = _adv_small_from_start(ctx, feat, adv_kept, p)
         if pinned is not None:
             return pinned
-    if episode is None and use_std:
+    if episode is not None and use_std:
+        episode = raw_onset(episode, np.nan_to_num(adv_kept / feat.b_median, nan=1.0) < p["ratio_warn"], floor=baseline_end(n) // 2)
+    if use_std:
         # The early window cannot be the yardstick when the advantage scale fell inside it (a
-        # fall in the first tenth of the run): then the fall is judged against the level it held
-        # just before, and the reward's variance across the same change.
+        # fall in the first tenth of the run, whose median is then part of the way down): then
+        # the fall is judged against the level it held just before, and the reward's variance
+        # across the same change.
         fall = _adv_fall(ctx, feat, adv_kept, p)
-        if fall is None:
-            return None
-        episode, reference, rv_fall, explainers = fall
-        adv_ratio = np.asarray(feat.value, dtype=float) / reference
-        yardstick = "the level it held before the fall"
-        verified = rv_fall is not None
-        rv = np.full(n, rv_fall if rv_fall is not None else 1.0)
+        if fall is not None and (episode is None or (fall[0].start < episode.onset and fall[1] > feat.b_median)):
+            episode, reference, rv_fall, explainers = fall
+            adv_ratio = np.asarray(feat.value, dtype=float) / reference
+            yardstick = "the level it held before the fall"
+            verified = rv_fall is not None
+            rv = np.full(n, rv_fall if rv_fall is not None else 1.0)
     if episode is None:
         return None
-    if use_std and yardstick == "its early level":
-        episode = raw_onset(episode, np.nan_to_num(adv_kept / feat.b_median, nan=1.0) < p["ratio_warn"], floor=baseline_end(n) // 2)
     first_step, last_step = episode.steps(feat)
     evidence: dict[str, Any] = {}
     lowest = None

@@ -96,17 +96,23 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         episode = raw_onset(episode, value / feat.b_median < p["ratio_warn"], floor=lo)
         held = ratio[episode.start : episode.end + 1]
         lowest = float(np.min(held))
-    else:
-        # The early window cannot be the yardstick when entropy fell inside it (a collapse in the
-        # first tenth of a long run, or within the first few points of a short log): then the
-        # fall is judged against the level entropy held just before it, as for a blow-up.
-        falls = level_falls(feat.value, p["ratio_warn"], -p["z_max"], min(8, sustain_points(len(feat), p["sustain_frac"], floor=3)))
-        if not falls:
-            return None
+    # The early window cannot be the yardstick when entropy fell inside it (a collapse in the
+    # first tenth of a long run, or within the first few points of a short log): its median is
+    # already part of the way down. Then the fall is judged against the level entropy held just
+    # before it, as for a blow-up. No warm-up is skipped: healthy sharpening takes entropy down
+    # 2-4x over a whole run, so a fall past ratio_warn in the first few percent is a collapse,
+    # not the run settling; one under way from the first point counts from the opening entropy.
+    falls = level_falls(feat.value, p["ratio_warn"], -p["z_max"], min(8, sustain_points(len(feat), p["sustain_frac"], floor=3)),
+                        warmup=0.0, opening=3)
+    if episode is not None and falls and not (falls[0].start < episode.onset and falls[0].before > feat.b_median):
+        falls = []  # the early window's level is the level before: the test above stands
+    if falls:
         fall = falls[0]
         severity = "critical" if fall.after <= p["ratio_critical"] * fall.before else "warn"
         episode, reference, lowest = Episode(fall.start, fall.end, severity, fall.start), fall.before, fall.after / fall.before
         yardstick, fall_path = "the level it held before the fall", True
+    if episode is None:
+        return None
     evidence: dict[str, Any] = {
         "entropy_baseline": reference,
         "entropy_now": float(feat.smooth[-1]),
