@@ -100,6 +100,21 @@ def test_the_informative_steps_of_a_mostly_degenerate_run_are_not_grad_spikes() 
     assert "GRAD_PATHOLOGY" not in findings(table(n, grad_norm=g, reward_mean=binary_mean(np.full(n, 0.4), 16, 10)))
 
 
+def test_three_violent_grad_spikes_in_a_sparse_log_are_a_gradient_pathology() -> None:
+    """53 points logged every 7 steps, grad norm ~0.3 with three spikes of 12-60x at steps 70, 210
+    and 329: more than 200 steps apart, but within 100 logged points, the window a dense log gets.
+    One such spike alone is never reported."""
+    n = 53
+    g = 0.3 * np.exp(rng(52).normal(0, 0.15, n))
+    spiky = g.copy()
+    spiky[[9, 29, 46]] *= [12.0, 60.0, 25.0]
+    f = findings(table(n, step_every=7, grad_norm=spiky))["GRAD_PATHOLOGY"]
+    assert f.severity == "warn" and f.first_step == 70 and "spikes" in f.explanation
+    once = g.copy()
+    once[29] *= 60.0
+    assert "GRAD_PATHOLOGY" not in findings(table(n, step_every=7, grad_norm=once))
+
+
 def test_a_loss_that_diverges_by_orders_of_magnitude_is_a_gradient_pathology() -> None:
     n = 100
     loss = rng(11).normal(0, 0.02, n)

@@ -540,8 +540,9 @@ def _spike_part(ctx: DetectorContext, p: dict[str, Any], n_steps: int) -> dict[s
     if len(events) < p["spike_events_warn"]:
         return None
     k = p["spike_events_warn"]
-    # the first cluster of k events close enough together to be one episode, not chance
-    window = max(p["spike_window_min_steps"], int(p["spike_window_frac"] * n_steps))
+    # the first cluster of k events close enough together to be one episode, not chance; chance
+    # goes by logged points, so on a sparse log the window spans as many points as a dense one's
+    window = max(p["spike_window_min_steps"], int(p["spike_window_frac"] * n_steps), p["spike_window_min_points"] * ctx.stride)
     start = None
     for i in range(len(events) - k + 1):
         if events[i + k - 1][0] - events[i][0] <= window:
