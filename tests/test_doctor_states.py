@@ -55,6 +55,21 @@ def test_a_run_dead_from_its_first_step_is_critical_at_step_1() -> None:
     assert rsd.explained_by == "TRUNCATION_STARVE"
 
 
+def test_completions_of_a_few_tokens_that_earn_nothing_from_step_1_are_a_completion_collapse() -> None:
+    # completions of 2-4 tokens from the first step, reward 0 but for one lucky batch: the policy
+    # ends its answer at once (a stop-token or template bug), the root of the dead reward
+    n = 26
+    r = rng(54)
+    reward = np.zeros(n)
+    reward[[20, 21]] = 3 / 256
+    t = table(n, completion_len_mean=4.0 + r.normal(0, 0.1, n), reward_mean=reward, reward_std=np.where(reward > 0, 0.108, 0.0))
+    f = findings(t)["COMPLETION_COLLAPSE"]
+    assert f.severity == "critical" and f.first_step == 1 and "From the first logged step" in f.explanation
+    # one-word answers that the policy gets right are a task, not a collapse
+    t = table(n, completion_len_mean=2.0 + r.normal(0, 0.1, n), reward_mean=binary_mean(np.full(n, 0.6), 64, 55))
+    assert "COMPLETION_COLLAPSE" not in loud(findings(t))
+
+
 def test_a_reward_pinned_at_its_ceiling_from_the_start_is_finished_not_starved() -> None:
     n = 60
     t = table(n, reward_mean=np.ones(n), reward_std=np.zeros(n), zero_variance_group_frac=np.ones(n))
@@ -90,6 +105,16 @@ def test_a_sparse_binary_reward_is_noise_not_a_collapse() -> None:
     r = np.zeros(n)
     r[[3, 9, 17, 26]] = 1 / 16
     assert "REWARD_COLLAPSE" not in findings(table(n, reward_mean=r))
+
+
+def test_two_lucky_batches_of_a_dead_sparse_reward_are_not_a_rise_and_a_collapse() -> None:
+    # 256 rollouts a step: 0 successes, then 3 on two steps, then 0 again. At a rate of 3 in 256
+    # a step's mean has a binomial sd of 0.0067: the wobble is under 2 standard errors.
+    n = 26
+    r = np.zeros(n)
+    r[[20, 21]] = 3 / 256
+    found = findings(table(n, reward_mean=r))
+    assert "REWARD_COLLAPSE" not in found
 
 
 def test_the_informative_steps_of_a_mostly_degenerate_run_are_not_grad_spikes() -> None:
@@ -329,6 +354,17 @@ def test_a_format_learned_inside_the_early_window_while_correctness_falls_is_for
     t = table(n, step_every=5, reward_mean=fmt + answer, **{"reward_component.format_reward": fmt, "reward_component.answer_reward": answer})
     f = findings(t)["FORMAT_GAMING"]
     assert f.severity in ("warn", "critical") and f.first_step <= 45 and "early in the run" in f.explanation
+
+
+def test_a_creep_that_reaches_twice_the_early_step_time_by_the_end_is_a_warning() -> None:
+    """Step time creeping 55 s -> 135 s over 314 points with completion length flat: its median over
+    the stretch is under 2x, the level it reached is 2.3x, and every step still to come costs that."""
+    n = 314
+    r = rng(53)
+    slow = 55.0 * np.linspace(1.0, 2.45, n) * (1 + r.normal(0, 0.06, n))
+    flat = 200 * (1 + r.normal(0, 0.02, n))
+    f = findings(table(n, step_time_s=slow, completion_len_mean=flat))["THROUGHPUT_ROT"]
+    assert f.severity == "warn" and f.evidence["ratio_while_high"] < 2.0 and "not the length" in f.explanation
 
 
 def test_a_slow_down_inside_the_early_window_is_measured_from_the_steps_before_it() -> None:

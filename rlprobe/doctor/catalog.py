@@ -109,9 +109,10 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "COMPLETION_COLLAPSE", "Completions shrink to a few tokens", "generation",
         "warn when completions shrink below ratio_warn of their early length and to at most max_tokens; critical "
-        "below ratio_critical or when the reward falls with them",
+        "below ratio_critical or when the reward falls with them; critical from the first step when they are at most "
+        "few_tokens and the reward stays at 0",
         needs_any=("completion_len_mean",),
-        params=_p(ratio_warn=0.3, ratio_critical=0.12, max_tokens=48.0, sustain_frac=0.03),
+        params=_p(ratio_warn=0.3, ratio_critical=0.12, max_tokens=48.0, few_tokens=8.0, sustain_frac=0.03),
         noun="completions shrinking to a few tokens",
     ),
     Signature(

@@ -445,7 +445,14 @@ def bounded_noise(x: np.ndarray) -> float:
         # The root mean square of successive differences (von Neumann) sees both.
         d = np.diff(v)
         mssd = math.sqrt(float(np.mean(d * d)) / 2.0) if len(d) else 0.0
-        floor = max(floor, mssd) if _zero_inflated(v) else floor
+        if _zero_inflated(v):
+            # the points off the pinned end are where it was alive, and a mean of n outcomes at
+            # that level is that noisy: 3 successes in 256 on two steps, then none again, is
+            # one binomial wobble (1.7 standard errors), not a level gained and lost
+            pinned = float(np.min(v)) if float(np.mean(v == np.min(v))) >= 0.5 else float(np.max(v))
+            alive = v[v != pinned]
+            alive_sd = binomial_sd(float(np.median(alive)), n) if len(alive) else 0.0
+            floor = max(floor, mssd, alive_sd)
         return max(empirical, floor) if np.isfinite(empirical) else floor
     return empirical
 

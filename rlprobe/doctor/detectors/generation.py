@@ -223,6 +223,48 @@ def _sample_truncated_share(ctx: DetectorContext, lo: int, hi: int) -> float | N
 # ---------------------------------------------------------------------------------------------
 # COMPLETION_COLLAPSE
 # ---------------------------------------------------------------------------------------------
+def _short_from_start(ctx: DetectorContext, feat: MetricFeatures, value: np.ndarray, p: dict[str, Any]) -> Finding | None:
+    """Completions of a few tokens that earn nothing, from the first logged step on.
+
+    No comparison with the run's own early length can see a run whose completions were never
+    long. A mean of at most few_tokens (8) tokens holds a bare answer or nothing (an EOS sampled
+    at once, a chat template that ends the turn), and when the reward also sits at 0 on nearly
+    every step such completions earn nothing and the run has no signal to climb out with. A task
+    answered in a word that the policy gets right keeps its reward, and stays quiet here."""
+    reward = ctx.features("reward_mean")
+    if reward is None or len(reward) < 5:
+        return None
+    ok = np.isfinite(value)
+    rv = np.asarray(reward.value, dtype=float)
+    rv = rv[np.isfinite(rv)]
+    if ok.sum() < 8 or len(rv) < 5:
+        return None
+    short = ok & (value <= p["few_tokens"])
+    sustain = sustain_points(len(value), p["sustain_frac"], floor=3)
+    hit = held_stretch(short, sustain)
+    if hit is None or hit[0] > 1 or not still_holds(short, hit[1], sustain) or float(np.mean(short[ok])) < 0.9:
+        return None
+    if float(np.mean(rv <= 0.0)) < 0.9 or float(np.max(rv)) > 0.05:
+        return None  # the short answers earn something: a task answered in a word, not a collapse
+    start, end = hit
+    first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
+    typical = float(np.nanmedian(value[ok]))
+    return make_finding(
+        ctx, "COMPLETION_COLLAPSE", Episode(start, end, "critical", start), feat, 0.9,
+        f"From the first logged step, completions are {typical:.3g} tokens on average (at most {p['few_tokens']:.0f} on "
+        f"{float(np.mean(short[ok])):.0%} of the steps) and the reward stays at 0: the policy ends its answer at once, "
+        "so nothing it writes can earn a reward and the run has no learning signal.",
+        {"completion_len_typical": typical, "share_of_steps_short": float(np.mean(short[ok])),
+         "reward_max": float(np.max(rv)), "steps_short": int(last_step - first_step + 1)},
+        [
+            "Read a few completions: an immediate EOS or an empty turn points at the chat template or the stop tokens.",
+            "Check max_new_tokens / min_new_tokens and the EOS and pad token ids the generator uses.",
+            "Check that the prompt ends where the model is meant to start answering (generation prompt added).",
+        ],
+        sample_order="step ASC",
+    ).model_copy(update={"ongoing": True})
+
+
 @detects("COMPLETION_COLLAPSE")
 def completion_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Completions shrink to a few tokens: the policy drops its reasoning and emits a bare answer.
@@ -247,6 +289,9 @@ def completion_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | No
     if ok.sum() < 8:
         return None
     n = len(value)
+    short_start = _short_from_start(ctx, feat, value, p)
+    if short_start is not None:
+        return short_start
     # the level completions had reached: the running peak of the trailing median (a single long
     # batch does not set it, a sustained level does)
     level = trailing_median(np.where(ok, value, np.nan), 5)
@@ -556,6 +601,9 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         base = float(np.median(before))
         ratio = finite_or(feat.smooth, feat.b_median) / base
     held = float(np.median(ratio[seg]))
+    # a creep is still growing: the level it reached by the last points, not the median over the
+    # whole stretch, is what every step still to come costs
+    now_ratio = float(np.nanmedian(np.asarray(ratio, dtype=float)[max(episode.start, episode.end + 1 - sustain) : episode.end + 1]))
     first_step, last_step = episode.steps(feat)
     evidence: dict[str, Any] = {
         f"{metric}_baseline": base,
@@ -585,14 +633,16 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         why = f"Completion length only changed {length_ratio:.2f}x, so it is not the length: look at the inference engine, memory, data loading or per-step overheads."
         # the system, not the policy, is slowing down: at ratio_warn the run pays that much more
         # for every step still to come, and a leak that grows this fast tends to end in an OOM
-        if held >= p["ratio_warn"]:
+        if max(held, now_ratio) >= p["ratio_warn"]:
             severity = "warn"
     else:
         why = "The run did not log completion length, so whether length explains it is unknown."
     return make_finding(
         ctx, "THROUGHPUT_ROT", Episode(episode.start, episode.end, severity, episode.onset), feat,
         confidence(held / p["ratio_info"] - 1.0, 0.5, episode.end - episode.start + 1, sustain),
-        f"Each step takes {held:.1f}x as long as early in the run ({metric} {base:.3g}s -> {float(feat.smooth[-1]):.3g}s). {why}",
+        f"Each step takes {held:.1f}x as long as early in the run"
+        + (f", {now_ratio:.1f}x by step {feat.step_at(episode.end)}" if now_ratio >= 1.15 * held else "")
+        + f" ({metric} {base:.3g}s -> {float(feat.smooth[-1]):.3g}s). {why}",
         evidence,
         [
             "Compare generation_time_s with step_time_s: generation-bound slow-down follows completion length.",
