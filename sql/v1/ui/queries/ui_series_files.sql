@@ -44,7 +44,7 @@ placed AS (
     JOIN files AS o ON o.filename = r.filename
 ),
 binned AS (
-    SELECT * FROM v1.series_bins('placed', 'extent', $metrics, $bins)
+    SELECT * FROM v1.series_bins('placed', 'extent', $metrics, $bins, $x)
 )
 SELECT c.run_id, b.* EXCLUDE (run_key)
 FROM binned AS b
