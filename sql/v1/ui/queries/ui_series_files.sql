@@ -3,13 +3,15 @@
 -- depends: step_files_read, series_bins
 -- doc: ui_series read straight from the runs' step files: the same bins (both call
 -- doc: v1.series_bins), figures and columns, for runs whose files need no merging (rlprobe.ui
--- doc: decides that from each file's steps and falls back to ui_series otherwise). $files are the files the steps view would
--- doc: read for rank 0 of each run (a compacted steps.parquet, else its parts) and
--- doc: $file_run_ids the run each belongs to; only the step, wall_time and $metrics columns are
+-- doc: decides that from each file's steps and falls back to ui_series otherwise). $files are
+-- doc: the files the steps view would read for rank 0 of each run (a compacted steps.parquet,
+-- doc: else its parts) and $file_run_ids the run each belongs to; only the step, wall_time and $metrics columns are
 -- doc: read (projection pushdown into the parquet reader), where the views read every column and
 -- doc: group every step to check for repeats. Parameters: $files VARCHAR[], $file_run_ids
 -- doc: VARCHAR[], $metrics VARCHAR[] (columns some of the files hold), $x VARCHAR, $bins BIGINT,
--- doc: $lo DOUBLE, $hi DOUBLE.
+-- doc: $lo DOUBLE, $hi DOUBLE, and per file its $file_first_steps, $file_last_steps,
+-- doc: $file_first_wall_times and $file_last_wall_times (what rlprobe.ui.stepfiles learned). The
+-- doc: rows come in no particular order (ui_series' are sorted by run_id, metric and bin).
 -- columns: run_id VARCHAR, metric VARCHAR, bin BIGINT, n BIGINT, x_min DOUBLE, step_min BIGINT,
 -- columns: v_min DOUBLE, x_max DOUBLE, step_max BIGINT, v_max DOUBLE, x_mean DOUBLE,
 -- columns: v_mean DOUBLE, n_nonfinite BIGINT, nonfinite_step BIGINT
@@ -46,7 +48,9 @@ placed AS (
 binned AS (
     SELECT * FROM v1.series_bins('placed', 'extent', $metrics, $bins, $x)
 )
+-- not sorted: ui_series_json, which the dashboard runs over these rows in the same statement,
+-- puts each series' bins in order, and sorting 80k rows by run_id and metric first cost as much
+-- again as writing their JSON (an 8-metric chart of 10 runs)
 SELECT c.run_id, b.* EXCLUDE (run_key)
 FROM binned AS b
 JOIN per_run AS c ON c.run_key = b.run_key
-ORDER BY c.run_id, b.metric, b.bin
