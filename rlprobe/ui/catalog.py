@@ -525,13 +525,24 @@ class RawJSON(str):
 
 def dumps(value: Any) -> str:
     """Strict JSON of value, with RawJSON parts put in as they are (see rlprobe.ui.app)."""
+    parts: list[str] = []
+    _write_json(value, parts)
+    return "".join(parts)  # one copy of the parts: an 8-metric chart of 10 runs is ~8 MB of them
+
+
+def _write_json(value: Any, parts: list[str]) -> None:
     import json
 
     if isinstance(value, RawJSON):
-        return str(value)
-    if isinstance(value, dict) and _holds_raw(value):
-        return "{" + ",".join(json.dumps(str(k), ensure_ascii=False) + ":" + dumps(v) for k, v in value.items()) + "}"
-    return json.dumps(json_safe(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        parts.append(value)
+    elif isinstance(value, dict) and _holds_raw(value):
+        parts.append("{")
+        for i, (k, v) in enumerate(value.items()):
+            parts.append(("," if i else "") + json.dumps(str(k), ensure_ascii=False) + ":")
+            _write_json(v, parts)
+        parts.append("}")
+    else:
+        parts.append(json.dumps(json_safe(value), ensure_ascii=False, allow_nan=False, separators=(",", ":")))
 
 
 def _holds_raw(value: dict[Any, Any]) -> bool:
