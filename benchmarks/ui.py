@@ -26,13 +26,18 @@ Figures, median of the repeats:
   files into Arrow (what any reader pays to get the rows), in the same run; printed as a ratio.
 - asked again: the same chart while no run changed (another tab, a refresh): the app keeps it.
 - cold: the very first request of a fresh app (views created, nothing cached by the OS aside).
+- CPU ms: this process's CPU time for the request (DuckDB's threads included), the median of
+  the repeats: what a request costs, which a loaded machine moves much less than wall time.
 
     python benchmarks/ui.py            # 100 x 10k and 10 x 100k
     python benchmarks/ui.py --quick    # 20 x 2k and 4 x 20k
+    python benchmarks/ui.py --keep /tmp/ui-roots                        # keep the roots ...
+    PYTHONPATH=OTHER python benchmarks/ui.py --keep /tmp/ui-roots --reuse  # ... and time another checkout on them
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -58,8 +63,14 @@ KEY = ["reward_mean", "kl_mean", "entropy_mean", "completion_len_mean", "max_len
        "clip_fraction"]
 
 
-def build_root(root: Path, n_runs: int, n_steps: int, seed: int) -> list[Path]:
-    """n_runs compacted runs of n_steps below root; their directories."""
+def build_root(root: Path, n_runs: int, n_steps: int, seed: int, reuse: bool = False) -> list[Path]:
+    """n_runs compacted runs of n_steps below root; their directories. With reuse, the runs an
+    earlier call wrote there with the same sizes and seed are taken as they are."""
+    stamp = root / "built.json"
+    wanted = {"runs": n_runs, "steps": n_steps, "seed": seed}
+    if reuse and stamp.is_file() and json.loads(stamp.read_text()) == wanted:
+        return [root / f"sweep-{r // 10}" / f"run-{r:03d}" for r in range(n_runs)]
+    shutil.rmtree(root, ignore_errors=True)
     rng = np.random.default_rng(seed)
     dirs = []
     for r in range(n_runs):
@@ -79,6 +90,7 @@ def build_root(root: Path, n_runs: int, n_steps: int, seed: int) -> list[Path]:
             writer.write_steps(rows[i:i + 20_000])
         writer.compact()
         dirs.append(run_dir)
+    stamp.write_text(json.dumps(wanted))
     return dirs
 
 
@@ -167,10 +179,11 @@ def measure(name: str, root: Path, dirs: list[Path], overlay: int, repeats: int)
     rows = []
     for label, fn in cases.items():
         fn()  # warm: the page is open, the OS has the files
-        t = median(times(fn, repeats))
+        walls, cpus = wall_and_cpu(fn, repeats)
+        t, cpu = median(walls), median(cpus)
         base = median(times(baselines[label], repeats)) if label in baselines else None
-        out[label] = {"median_s": t, "baseline_s": base, "ratio": t / base if base else None}
-        rows.append([label, t * 1000, base * 1000 if base else None, t / base if base else None])
+        out[label] = {"median_s": t, "cpu_median_s": cpu, "baseline_s": base, "ratio": t / base if base else None}
+        rows.append([label, t * 1000, cpu * 1000, base * 1000 if base else None, t / base if base else None])
 
     # the same chart request while the doctor works through the root in the background
     app = client.app
@@ -180,9 +193,9 @@ def measure(name: str, root: Path, dirs: list[Path], overlay: int, repeats: int)
     busy = median(times(lambda: chart(chosen, ["kl_mean"]), repeats))
     doctor.stop()
     out["chart with the doctor busy"] = {"median_s": busy, "diagnoses_meanwhile": doctor.diagnoses}
-    rows.append([f"chart: 1 metric x {overlay} runs, doctor busy", busy * 1000, None, None])
+    rows.append([f"chart: 1 metric x {overlay} runs, doctor busy", busy * 1000, None, None, None])
     print_table(f"{name}: {len(dirs)} runs x {_steps(dirs[0])} steps, overlay of {overlay}",
-                ["request", "ms (median)", "DuckDB direct ms", "ratio"], rows)
+                ["request", "ms (median)", "CPU ms", "DuckDB direct ms", "ratio"], rows)
     out["load_average_1min"] = os.getloadavg()[0]  # a shared 2-core box moves every figure
     print(f"  load average (1 min) after the run: {out['load_average_1min']:.1f} on {os.cpu_count()} cpus")
     out["targets"] = {
@@ -196,6 +209,19 @@ def measure(name: str, root: Path, dirs: list[Path], overlay: int, repeats: int)
     return out
 
 
+def wall_and_cpu(fn: Any, repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds of wall time and of this process's CPU time (every thread: DuckDB's, the test
+    client's) each of `repeats` calls of fn() took. On a shared 2-core machine the wall time
+    moves with the other jobs' load; the CPU time much less (it is what a request costs)."""
+    walls, cpus = [], []
+    for _ in range(repeats):
+        c0 = time.process_time()
+        t, _ = timed(fn)
+        cpus.append(time.process_time() - c0)
+        walls.append(t)
+    return walls, cpus
+
+
 def _steps(run_dir: Path) -> int:
     import pyarrow.parquet as pq
 
@@ -206,19 +232,28 @@ def main() -> None:
     parser = base_parser(__doc__ or "")
     parser.add_argument("--repeats", type=int, default=5, help="timings per request (median)")
     parser.add_argument("--keep", metavar="DIR", help="write the roots here and keep them")
+    parser.add_argument("--reuse", action="store_true",
+                        help="with --keep: time the roots an earlier --keep run left in DIR (same sizes) instead of writing "
+                             "them again, e.g. to time two checkouts on the same files (PYTHONPATH=OTHER_CHECKOUT)")
     args = parser.parse_args()
+    if args.reuse and not args.keep:
+        parser.error("--reuse needs --keep DIR")
     wide = (20, 2_000) if args.quick else (100, 10_000)
     long = (4, 20_000) if args.quick else (10, 100_000)
     info = machine_info()
-    header("ui", info, {"wide": f"{wide[0]} x {wide[1]}", "long": f"{long[0]} x {long[1]}", "repeats": args.repeats})
+    import rlprobe
+
+    info["rlprobe_source"] = str(Path(rlprobe.__file__).resolve().parent.parent)  # the checkout timed (PYTHONPATH)
+    header("ui", info, {"wide": f"{wide[0]} x {wide[1]}", "long": f"{long[0]} x {long[1]}", "repeats": args.repeats,
+                        "rlprobe from": info["rlprobe_source"]})
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="rlprobe-bench-ui-"))
     results: dict[str, Any] = {"machine": info}
     try:
-        t, dirs = timed(lambda: build_root(base / "wide", *wide, seed=1))
-        print(f"  built {wide[0]} x {wide[1]} in {t:.1f} s")
+        t, dirs = timed(lambda: build_root(base / "wide", *wide, seed=1, reuse=args.reuse))
+        print(f"  built {wide[0]} x {wide[1]} in {t:.1f} s{' (reused)' if args.reuse and t < 1 else ''}")
         results["wide"] = measure("wide root", base / "wide", dirs, overlay=3, repeats=args.repeats)
-        t, dirs = timed(lambda: build_root(base / "long", *long, seed=2))
-        print(f"  built {long[0]} x {long[1]} in {t:.1f} s")
+        t, dirs = timed(lambda: build_root(base / "long", *long, seed=2, reuse=args.reuse))
+        print(f"  built {long[0]} x {long[1]} in {t:.1f} s{' (reused)' if args.reuse and t < 1 else ''}")
         results["long"] = measure("long runs", base / "long", dirs, overlay=long[0], repeats=args.repeats)
     finally:
         if not args.keep:

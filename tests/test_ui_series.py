@@ -5,11 +5,12 @@ of the files the steps view would read (ui_series_files, rlprobe.ui.stepfiles); 
 goes through the views (ui_series). Checked here: on a root of runs in the states a user meets
 (compacted, live parts, sparse steps, a column that appears late, NaN and inf, a rank
 sub-recording, glob characters in a folder name) both ways give the same bins on every axis,
-zoomed or not, and the same as binning the values in Python; runs the view must merge (a step
-logged twice, overlapping parts, one run_id in two folders) are read through the views; a live
-run's new part is drawn on the next request and only that part is learned; a file replaced
-while it is read is not trusted; nothing outside the root is read. Nothing here is timed
-(benchmarks/ui.py is).
+zoomed or not, and the same as binning the values in Python (the one definition both call,
+v1.series_bins, is checked against that oracle on every axis); several metrics in one request
+are each what it is asked alone; runs the view must merge (a step logged twice, overlapping
+parts, one run_id in two folders) are read through the views; a live run's new part is drawn on
+the next request and only that part is learned; a file replaced while it is read is not
+trusted; nothing outside the root is read. Nothing here is timed (benchmarks/ui.py is).
 """
 
 from __future__ import annotations
@@ -134,35 +135,58 @@ def test_charts_read_from_the_files_are_the_charts_read_through_the_views(mixed_
     assert set(drawn["series"]["live"]) == {"kl_mean", "reward_mean", "extra.late"}
 
 
-def test_the_bins_are_the_values_binned_in_python(mixed_root: Path) -> None:
-    """An oracle that shares nothing with the SQL: the file's rows binned with numpy."""
+@pytest.mark.parametrize("x", ["step", "wall_time", "relative"])
+def test_the_bins_are_the_values_binned_in_python(mixed_root: Path, x: str) -> None:
+    """An oracle that shares nothing with the SQL: the file's rows binned with numpy, on each axis
+    (where a value occurs is its step on the step axis, its x and step on the time axes)."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(mixed_root / "closed" / "steps.parquet", columns=["step", "kl_mean"]).to_pydict()
-    steps, values = np.array(table["step"]), np.array(table["kl_mean"])
+    table = pq.read_table(mixed_root / "closed" / "steps.parquet", columns=["step", "wall_time", "kl_mean"]).to_pydict()
+    steps, walls, values = np.array(table["step"]), np.array(table["wall_time"]), np.array(table["kl_mean"])
+    xs = {"step": steps.astype(float), "wall_time": walls, "relative": walls - walls.min()}[x]
     bins = 13
-    got = _drawn(_catalog(mixed_root), ["closed"], ["kl_mean"], bins=bins)["series"]["closed"]["kl_mean"]
-    lo, hi = float(steps.min()), float(steps.max())
-    which = np.minimum(np.floor((steps - lo) * bins / (hi - lo)), bins - 1).astype(int)
-    want: dict[str, list[Any]] = {k: [] for k in ("bin", "n", "v_min", "step_min", "v_max", "step_max", "v_mean")}
+    got = _drawn(_catalog(mixed_root), ["closed"], ["kl_mean"], x=x, bins=bins)["series"]["closed"]["kl_mean"]
+    lo, hi = (0.0 if x == "relative" else float(xs.min())), float(xs.max())
+    which = np.minimum(np.floor((xs - lo) * bins / (hi - lo)), bins - 1).astype(int)
+    names = ("bin", "n", "x_min", "v_min", "step_min", "x_max", "v_max", "step_max", "x_mean", "v_mean")
+    want: dict[str, list[Any]] = {k: [] for k in names}
     nonfinite = []
     for b in range(bins):
-        v, s = values[which == b], steps[which == b]
+        v, s, at = values[which == b], steps[which == b], xs[which == b]
         finite = np.isfinite(v)
         want["bin"].append(b)
         want["n"].append(int(len(v)))
-        want["v_min"].append(float(v[finite].min()))
-        want["step_min"].append(int(s[finite][np.argmin(v[finite])]))
-        want["v_max"].append(float(v[finite].max()))
-        want["step_max"].append(int(s[finite][np.argmax(v[finite])]))
+        for end, pick in (("min", np.argmin), ("max", np.argmax)):
+            i = pick(v[finite])
+            want[f"x_{end}"].append(float(at[finite][i]))
+            want[f"v_{end}"].append(float(v[finite][i]))
+            want[f"step_{end}"].append(int(s[finite][i]))
+        want["x_mean"].append(float(at[finite].mean()))
         want["v_mean"].append(float(v[finite].mean()))
         if (~finite).any():
             nonfinite.append({"step": int(s[~finite].min()), "n": int((~finite).sum())})
-    for name in ("bin", "n", "v_min", "step_min", "v_max", "step_max"):
+    for name in names[:-2]:
         assert got[name] == want[name], name
+    assert got["x_mean"] == pytest.approx(want["x_mean"], rel=1e-12)
     assert got["v_mean"] == pytest.approx(want["v_mean"], rel=1e-12)
     assert got["nonfinite"] == nonfinite == [{"step": 17, "n": 2}, {"step": 250, "n": 1}]
-    assert got["x_min"] == [float(s) for s in got["step_min"]]
+    if x == "step":
+        assert got["x_min"] == [float(s) for s in got["step_min"]]
+
+
+@pytest.mark.parametrize("x", ["step", "wall_time", "relative"])
+def test_several_metrics_in_one_request_are_each_metric_asked_alone(mixed_root: Path, x: str) -> None:
+    """A chart request binds every metric it names side by side in one pass over the rows (a
+    struct of aggregates per metric, unpivoted after): each comes out as it does asked alone,
+    from the files and through the views, and a metric no run holds is simply absent."""
+    cat = _catalog(mixed_root)
+    for read in (_drawn, _through_views):
+        together = read(cat, RUNS, METRICS, x=x)
+        assert set(together["series"]["live"]) == {"kl_mean", "reward_mean", "extra.late"}
+        for metric in METRICS:
+            alone = read(cat, RUNS, [metric], x=x)
+            one_of_together = {r: {metric: m[metric]} for r, m in together["series"].items() if metric in m}
+            assert_same_chart({"series": alone["series"]}, {"series": one_of_together})
 
 
 def test_runs_the_view_merges_are_read_through_the_views(tmp_path: Path) -> None:

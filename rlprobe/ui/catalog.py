@@ -351,15 +351,20 @@ class Catalog:
         out["sql_by_metric"] = {m: inline_params(template, {**params, "metrics": [m]}) for m in wanted}
         if not wanted:
             return out
-        tables = None if out["errors"] else self._series_direct(run_ids, files, wanted, x, bins, lo, hi)
-        if tables is None:
-            tables = self._series_views(run_ids, dirs, params, live, out["errors"])
-        for table in tables:
-            with self.session() as cur:
-                cur.register("series", table)
-                for run_id, metric, text in run(cur, sqlfiles.query("ui_series_json"), None, "rows")[2]:
-                    out["series"].setdefault(run_id, {})[metric] = RawJSON(text)
+        drawn = None if out["errors"] else self._series_direct(run_ids, files, wanted, x, bins, lo, hi)
+        if drawn is None:
+            drawn = self._series_views(run_ids, dirs, params, live, out["errors"])
+        for run_id, metric, text in drawn:
+            out["series"].setdefault(run_id, {})[metric] = RawJSON(text)
         return out
+
+    def _series_json(self, name: str, params: dict[str, Any], dirs: Sequence[str] | None = None) -> list[tuple[str, str, str]]:
+        """(run_id, metric, JSON columns) of the series query `name` (ui_series or ui_series_files):
+        ui_series_json over it in the same statement, so its rows go straight into the lists
+        instead of out to Arrow and back in."""
+        sql = f"WITH series AS ({sqlfiles.query(name)})\n{sqlfiles.query('ui_series_json')}"
+        with self.session(dirs) as cur:
+            return run(cur, sql, params, "rows")[2]
 
     def _columns(self, dirs: list[str], files: dict[str, RunFiles]) -> set[str]:
         """The numeric columns of the steps view over dirs (ui_columns), kept while none of the
@@ -368,21 +373,21 @@ class Catalog:
         return self.cached(key, lambda: {r["metric"] for r in self.query("ui_columns", None, dirs)}, self._by_files)
 
     def _series_views(self, run_ids: list[str], dirs: list[str], params: dict[str, Any], live: list[str],
-                      errors: dict[str, str]) -> list[Any]:
-        """ui_series over the views: every run in one query, or one by one when some cannot be read."""
+                      errors: dict[str, str]) -> list[tuple[str, str, str]]:
+        """ui_series over the views, as JSON: every run in one query, or one by one when some cannot be read."""
         try:
-            return [self.table("ui_series", params, dirs)]
+            return self._series_json("ui_series", params, dirs)
         except QueryError:
-            tables = []
+            drawn: list[tuple[str, str, str]] = []
             for run_id in run_ids:
                 if run_id in errors:
                     continue
                 try:
                     one = {**params, "run_ids": [run_id], "live_run_ids": [r for r in live if r == run_id]}
-                    tables.append(self.table("ui_series", one, self.dirs_of([run_id])))
+                    drawn += self._series_json("ui_series", one, self.dirs_of([run_id]))
                 except QueryError as exc:
                     errors[run_id] = str(exc)
-            return tables
+            return drawn
 
     def series_plan(self, run_ids: Sequence[str], files: dict[str, RunFiles] | None = None) -> list[tuple[str, FileKey]] | None:
         """The step files a chart of run_ids reads directly, each with its run, or None when some
@@ -411,9 +416,10 @@ class Catalog:
         return plan
 
     def _series_direct(self, run_ids: list[str], files: dict[str, RunFiles], metrics: list[str], x: str, bins: int,
-                       lo: float | None, hi: float | None) -> list[Any] | None:
-        """ui_series' rows read straight from the runs' step files (ui_series_files), or None when
-        some run must be read through the views (series_plan) or a file changed under the read."""
+                       lo: float | None, hi: float | None) -> list[tuple[str, str, str]] | None:
+        """ui_series' rows read straight from the runs' step files (ui_series_files), as JSON, or
+        None when some run must be read through the views (series_plan) or a file changed under
+        the read."""
         plan = self.series_plan(run_ids, files)
         if plan is None:
             return None
@@ -428,12 +434,12 @@ class Catalog:
                   "file_last_wall_times": [facts[k].last_wall_time for _, k in plan],
                   "x": x, "bins": bins, "lo": lo, "hi": hi}
         try:
-            table = self.table("ui_series_files", params)
+            drawn = self._series_json("ui_series_files", params)
         except QueryError:
             return None  # a part compacted away meanwhile, a file the facts did not foresee: the views decide
         if any(stat_key(k[0]) != k for _, k in plan):
             return None  # a file was replaced while it was read: its facts may not hold
-        return [table]
+        return drawn
 
     def events(self, run_ids: Sequence[str], *, quiet: bool = False, per_kind: int = 2000, max_chars: int = 300) -> list[dict[str, Any]]:
         """The runs' events in time order; quiet=True keeps the lifecycle bookkeeping too."""
@@ -519,13 +525,24 @@ class RawJSON(str):
 
 def dumps(value: Any) -> str:
     """Strict JSON of value, with RawJSON parts put in as they are (see rlprobe.ui.app)."""
+    parts: list[str] = []
+    _write_json(value, parts)
+    return "".join(parts)  # one copy of the parts: an 8-metric chart of 10 runs is ~8 MB of them
+
+
+def _write_json(value: Any, parts: list[str]) -> None:
     import json
 
     if isinstance(value, RawJSON):
-        return str(value)
-    if isinstance(value, dict) and _holds_raw(value):
-        return "{" + ",".join(json.dumps(str(k), ensure_ascii=False) + ":" + dumps(v) for k, v in value.items()) + "}"
-    return json.dumps(json_safe(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        parts.append(value)
+    elif isinstance(value, dict) and _holds_raw(value):
+        parts.append("{")
+        for i, (k, v) in enumerate(value.items()):
+            parts.append(("," if i else "") + json.dumps(str(k), ensure_ascii=False) + ":")
+            _write_json(v, parts)
+        parts.append("}")
+    else:
+        parts.append(json.dumps(json_safe(value), ensure_ascii=False, allow_nan=False, separators=(",", ":")))
 
 
 def _holds_raw(value: dict[Any, Any]) -> bool:

@@ -1,6 +1,6 @@
 -- name: ui_series
 -- kind: query
--- depends: steps
+-- depends: steps, series_bins
 -- doc: The dashboard's overlay charts: the metrics $metrics of the runs $run_ids on an x axis
 -- doc: ($x: 'step', 'wall_time' in Unix seconds, or 'relative': seconds since the run's first
 -- doc: step), cut into $bins bins of equal x width over [$lo, $hi] (NULL: the whole extent of
@@ -8,9 +8,9 @@
 -- doc: metric and bin: the smallest and the largest finite value with the x and step where each
 -- doc: occurs, so a one-step spike survives any zoom level; the mean of the finite values at their
 -- doc: mean x (what smoothing starts from); and the count of non-finite values (NaN/inf, never
--- doc: drawn as numbers) with the first step holding one. The metrics are aggregated side by side
--- doc: (one struct per metric) and unpivoted only then: one pass over the steps whatever the
--- doc: number of metrics. A step logged twice (a resumed run, before compaction merges it) counts
+-- doc: drawn as numbers) with the first step holding one. The bins are v1.series_bins
+-- doc: (sql/v1/sources/45_series_bins.sql), shared with ui_series_files: one pass over the steps
+-- doc: whatever the number of metrics. A step logged twice (a resumed run, before compaction merges it) counts
 -- doc: once, the latest; only the runs in $live_run_ids (those not closed) are looked at for that.
 -- doc: Parameters: $run_ids VARCHAR[], $metrics VARCHAR[] (numeric columns of the steps view),
 -- doc: $live_run_ids VARCHAR[], $x VARCHAR, $bins BIGINT, $lo DOUBLE, $hi DOUBLE.
@@ -56,34 +56,10 @@ placed AS (
     JOIN chosen AS c ON c.run_key = p.run_key
     ANTI JOIN superseded AS d ON d.run_key = p.run_key AND d.step = p.step AND p.wall_time IS DISTINCT FROM d.latest
 ),
-per_bin AS (
-    -- one struct of figures per metric column, named after it; lo and hi carry where the
-    -- smallest and the largest finite value occur
-    SELECT
-        r.run_key,
-        CASE WHEN e.hi > e.lo THEN least(floor((r.x - e.lo) * $bins / (e.hi - e.lo)), $bins - 1) ELSE 0 END::BIGINT AS bin,
-        {
-            'n': count(COLUMNS($metrics)),
-            'lo': arg_min({'x': r.x, 'step': r.step, 'v': COLUMNS($metrics)}, CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
-            'hi': arg_max({'x': r.x, 'step': r.step, 'v': COLUMNS($metrics)}, CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
-            'x_mean': avg(CASE WHEN isfinite(COLUMNS($metrics)) THEN r.x END),
-            'v_mean': avg(CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
-            'n_nonfinite': count(CASE WHEN NOT isfinite(COLUMNS($metrics)) THEN 1 END),
-            'nonfinite_step': min(CASE WHEN NOT isfinite(COLUMNS($metrics)) THEN r.step END)
-        }
-    FROM placed AS r, extent AS e
-    WHERE r.x BETWEEN e.lo AND e.hi
-    GROUP BY ALL
-),
-long AS (
-    SELECT * FROM (UNPIVOT per_bin ON COLUMNS(* EXCLUDE (run_key, bin)) INTO NAME metric VALUE s)
+binned AS (
+    SELECT * FROM v1.series_bins('placed', 'extent', $metrics, $bins, $x)
 )
-SELECT
-    c.run_id, l.metric, l.bin, l.s.n,
-    l.s.lo.x AS x_min, l.s.lo.step AS step_min, l.s.lo.v AS v_min,
-    l.s.hi.x AS x_max, l.s.hi.step AS step_max, l.s.hi.v AS v_max,
-    l.s.x_mean, l.s.v_mean, l.s.n_nonfinite, l.s.nonfinite_step
-FROM long AS l
-JOIN chosen AS c ON c.run_key = l.run_key
-WHERE l.s.n > 0
-ORDER BY c.run_id, l.metric, l.bin
+SELECT c.run_id, b.* EXCLUDE (run_key)
+FROM binned AS b
+JOIN chosen AS c ON c.run_key = b.run_key
+ORDER BY c.run_id, b.metric, b.bin

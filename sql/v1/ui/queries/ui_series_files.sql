@@ -1,15 +1,17 @@
 -- name: ui_series_files
 -- kind: query
--- depends: step_files_read
--- doc: ui_series read straight from the runs' step files: the same bins, figures and columns,
--- doc: for runs whose files need no merging (rlprobe.ui.series decides that from each file's
--- doc: steps and falls back to ui_series otherwise). $files are the files the steps view would
--- doc: read for rank 0 of each run (a compacted steps.parquet, else its parts) and
--- doc: $file_run_ids the run each belongs to; only the step, wall_time and $metrics columns are
+-- depends: step_files_read, series_bins
+-- doc: ui_series read straight from the runs' step files: the same bins (both call
+-- doc: v1.series_bins), figures and columns, for runs whose files need no merging (rlprobe.ui
+-- doc: decides that from each file's steps and falls back to ui_series otherwise). $files are
+-- doc: the files the steps view would read for rank 0 of each run (a compacted steps.parquet,
+-- doc: else its parts) and $file_run_ids the run each belongs to; only the step, wall_time and $metrics columns are
 -- doc: read (projection pushdown into the parquet reader), where the views read every column and
 -- doc: group every step to check for repeats. Parameters: $files VARCHAR[], $file_run_ids
 -- doc: VARCHAR[], $metrics VARCHAR[] (columns some of the files hold), $x VARCHAR, $bins BIGINT,
--- doc: $lo DOUBLE, $hi DOUBLE.
+-- doc: $lo DOUBLE, $hi DOUBLE, and per file its $file_first_steps, $file_last_steps,
+-- doc: $file_first_wall_times and $file_last_wall_times (what rlprobe.ui.stepfiles learned). The
+-- doc: rows come in no particular order (ui_series' are sorted by run_id, metric and bin).
 -- columns: run_id VARCHAR, metric VARCHAR, bin BIGINT, n BIGINT, x_min DOUBLE, step_min BIGINT,
 -- columns: v_min DOUBLE, x_max DOUBLE, step_max BIGINT, v_max DOUBLE, x_mean DOUBLE,
 -- columns: v_mean DOUBLE, n_nonfinite BIGINT, nonfinite_step BIGINT
@@ -43,33 +45,12 @@ placed AS (
     FROM v1.step_file_rows($files) AS r
     JOIN files AS o ON o.filename = r.filename
 ),
--- from here on as ui_series
-per_bin AS (
-    SELECT
-        r.run_key,
-        CASE WHEN e.hi > e.lo THEN least(floor((r.x - e.lo) * $bins / (e.hi - e.lo)), $bins - 1) ELSE 0 END::BIGINT AS bin,
-        {
-            'n': count(COLUMNS($metrics)),
-            'lo': arg_min({'x': r.x, 'step': r.step, 'v': COLUMNS($metrics)}, CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
-            'hi': arg_max({'x': r.x, 'step': r.step, 'v': COLUMNS($metrics)}, CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
-            'x_mean': avg(CASE WHEN isfinite(COLUMNS($metrics)) THEN r.x END),
-            'v_mean': avg(CASE WHEN isfinite(COLUMNS($metrics)) THEN COLUMNS($metrics) END),
-            'n_nonfinite': count(CASE WHEN NOT isfinite(COLUMNS($metrics)) THEN 1 END),
-            'nonfinite_step': min(CASE WHEN NOT isfinite(COLUMNS($metrics)) THEN r.step END)
-        }
-    FROM placed AS r, extent AS e
-    WHERE r.x BETWEEN e.lo AND e.hi
-    GROUP BY ALL
-),
-long AS (
-    SELECT * FROM (UNPIVOT per_bin ON COLUMNS(* EXCLUDE (run_key, bin)) INTO NAME metric VALUE s)
+binned AS (
+    SELECT * FROM v1.series_bins('placed', 'extent', $metrics, $bins, $x)
 )
-SELECT
-    c.run_id, l.metric, l.bin, l.s.n,
-    l.s.lo.x AS x_min, l.s.lo.step AS step_min, l.s.lo.v AS v_min,
-    l.s.hi.x AS x_max, l.s.hi.step AS step_max, l.s.hi.v AS v_max,
-    l.s.x_mean, l.s.v_mean, l.s.n_nonfinite, l.s.nonfinite_step
-FROM long AS l
-JOIN per_run AS c ON c.run_key = l.run_key
-WHERE l.s.n > 0
-ORDER BY c.run_id, l.metric, l.bin
+-- not sorted: ui_series_json, which the dashboard runs over these rows in the same statement,
+-- puts each series' bins in order, and sorting 80k rows by run_id and metric first cost as much
+-- again as writing their JSON (an 8-metric chart of 10 runs)
+SELECT c.run_id, b.* EXCLUDE (run_key)
+FROM binned AS b
+JOIN per_run AS c ON c.run_key = b.run_key
