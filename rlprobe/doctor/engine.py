@@ -51,7 +51,7 @@ def diagnose_connection(
     cfg: DoctorConfig,
     root: session.RootSession | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    text: session.SampleText | None = None,
+    text: session.RunCopy | None = None,
 ) -> list[Diagnosis]:
     """Diagnose each run of `runs` over a connection whose views hold them (see rlprobe.doctor.session).
 
@@ -59,8 +59,8 @@ def diagnose_connection(
     listed as skipped with the error, never hiding the others' findings. Then every finding a
     declared cause explains is marked as its symptom, and the findings are ranked. progress,
     if given, is called as (label, runs done, runs in all) before each run. text, for a
-    connection whose v1.samples is a copy without text (session.materialize), gives a query
-    that reads text the recording's samples.
+    connection whose views read the doctor's copy of one run (session.materialize), gives a
+    query that reads text the recording's samples and computes each feature view it reads once.
     """
     features_by_run = session.split(run(con, FEATURES_SQL), "run_id") if root is None else {}
     detectors = all_detectors()

@@ -114,10 +114,12 @@ def point(con: duckdb.DuckDBPyConnection, view: str, select_sql: str) -> None:
     run(con, f"CREATE OR REPLACE VIEW v1.{view} AS {select_sql}", fetch="none")
 
 
-def create_features(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the doctor's feature views (sql/v*/detectors/) over whatever v1.steps and v1.samples are now."""
+def create_features(con: duckdb.DuckDBPyConnection, views: Iterable[str] | None = None) -> None:
+    """Create the doctor's feature views (sql/v*/detectors/) over whatever v1.steps and v1.samples
+    are now: all of them, or those named in views (v1.<name>)."""
+    wanted = None if views is None else set(views)
     for f in sqlfiles.load(max(sqlfiles.versions())):
-        if f.kind == "feature":
+        if f.kind == "feature" and (wanted is None or _VIEW.search(f.sql).group(1) in wanted):  # type: ignore[union-attr]
             run(con, f.sql, fetch="none")
 
 
@@ -155,17 +157,17 @@ def point_at_copies(con: duckdb.DuckDBPyConnection, where: str | None = None, vi
         point(con, view, f"SELECT * FROM {prefix}{view}" + (f" WHERE {where}" if where else ""))
 
 
-def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None, columns: str | None = None) -> SampleText:
+def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None, columns: str | None = None) -> RunCopy:
     """Copy steps and samples (the rows where `where` holds; the step columns matching `columns`,
     see step_columns; the samples without their text) once, sorted by run, point the views at
-    the copies and build the feature views over them. The SampleText returned gives a statement
-    that reads text the recording's samples."""
+    the copies and build the feature views over them. The RunCopy returned gives a statement
+    that reads text the recording's samples, and computes each feature view it reads once."""
     text = SampleText(con)
     copy_views(con, where, columns)
     point_at_copies(con, where)
     text.narrowed(where)
     text.create_features()
-    return text
+    return RunCopy(con, text)
 
 
 class SampleText:
@@ -189,14 +191,15 @@ class SampleText:
         self.where: str | None = None
         self.dirs: list[str] | None = None
 
-    def create_features(self) -> None:
-        """create_features, binding the feature views that read text against the recording's
-        samples (DuckDB binds a view when it is created: over the copy, a text column is unknown)."""
+    def create_features(self, views: Iterable[str] | None = None) -> None:
+        """create_features (of every feature view, or of those named in views), binding the
+        feature views that read text against the recording's samples (DuckDB binds a view when
+        it is created: over the copy, a text column is unknown)."""
         filt = f" WHERE {self.where}" if self.where else ""
         with _bound_without_files(self.con):
             self.con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples{filt}")
             try:
-                create_features(self.con)
+                create_features(self.con, views)
             finally:
                 self.con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM doctor_samples{filt}")
 
@@ -235,6 +238,67 @@ class SampleText:
         with _bound_without_files(self.con):
             self.con.execute("CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples")
         self.con.execute("RESET VARIABLE rlprobe_samples_held")
+
+
+# Feature views that more than one statement of every diagnosis reads: doctor_baseline and
+# doctor_features both read doctor_binned, and feat_reward_noise reads it once per reward metric.
+# As a view, each reader would unpivot and bin every step again (the costliest part of the
+# feature pass), so a session computes it once into a table.
+SHARED_FEATURES = ("doctor_binned",)
+
+_FEAT = re.compile(r"\bv1\.(feat_\w+)")
+
+
+def _cached(sql: str, cached: Iterable[str]) -> str:
+    """sql without the names of the feat_* views served from tables: those read no text any more."""
+    names = set(cached)
+    return _FEAT.sub(lambda m: "" if m.group(1) in names else m.group(0), sql)
+
+
+class RunCopy:
+    """One run (or the rows `where` keeps) diagnosed over the doctor's copy (materialize).
+
+    Each feature view a diagnosis reads is computed once, into a table doctor_cache_<name> that
+    v1.<name> then stands for: doctor_binned (SHARED_FEATURES) at once, a `feat_*` view the
+    first time a statement names it (a detector may read one several times, and a view is
+    computed again at every read). A statement that reads text gets the recording's samples
+    (SampleText). restore() puts the views back as they were before.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, text: SampleText) -> None:
+        self.con = con
+        self.text = text
+        self.cached: list[str] = []
+        self.cache(SHARED_FEATURES)
+
+    def cache(self, names: Iterable[str]) -> None:
+        """Compute the feature views named (v1.<name>) that are not tables yet, once each."""
+        for name in names:
+            if name in self.cached:
+                continue
+            sql = f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name}"
+            with self.text.around(sql):
+                run(self.con, sql, fetch="none")
+            point(self.con, name, f"SELECT * FROM doctor_cache_{name}")
+            self.cached.append(name)
+
+    @contextmanager
+    def around(self, sql: str) -> Iterator[None]:
+        """Within the block, sql can run: the feat_* views it reads are tables (cache), and
+        v1.samples has its text if sql reads some (SampleText)."""
+        self.cache(dict.fromkeys(_FEAT.findall(sql)))
+        with self.text.around(_cached(sql, self.cached)):
+            yield
+
+    def restore(self) -> None:
+        """The cached feature views are views again (over the copy), and v1.samples reads the
+        recording's samples, text and all (SampleText.restore)."""
+        if self.cached:
+            self.text.create_features(self.cached)
+            for name in self.cached:
+                run(self.con, f"DROP TABLE IF EXISTS doctor_cache_{name}", fetch="none")
+            self.cached = []
+        self.text.restore()
 
 
 def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDBPyConnection:
@@ -280,11 +344,9 @@ class RootSession:
     once over all its runs; then v1.steps and v1.samples are narrowed to the run being
     diagnosed, so a detector's follow-up query costs one run, not the root; and a `feat_*` view
     is computed for the whole chunk the first time a detector asks for it (one pass), then
-    served from that table filtered by run. columns is the pattern of the step columns copied
-    (step_columns; None for all).
+    served from that table filtered by run, as doctor_binned is from the start (SHARED_FEATURES).
+    columns is the pattern of the step columns copied (step_columns; None for all).
     """
-
-    _FEAT = re.compile(r"\bv1\.(feat_\w+)")
 
     def __init__(self, con: duckdb.DuckDBPyConnection, runs: list[dict[str, Any]], features_sql: str,
                  chunk_steps: int | None = None, columns: str | None = None) -> None:
@@ -334,8 +396,13 @@ class RootSession:
         point_at_copies(self.con, _IN_CHUNK)
         self.text.narrowed(_IN_CHUNK, self.chunk_dirs[index])
         self.text.create_features()
+        for name in SHARED_FEATURES:  # once for the chunk, read by the features pass and by detectors
+            run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id", fetch="none")
+            point(self.con, name, f"SELECT * FROM doctor_cache_{name}")
+            self.cached.add(name)
         self.features_by_run = split(run(self.con, self.features_sql), "run_id")
         point_at_copies(self.con, _IN_RUN)
+        point_at_copies(self.con, _IN_RUN, sorted(self.cached), prefix="doctor_cache_")
         self.run_id = None
 
     def focus(self, run_id: str) -> None:
@@ -355,14 +422,12 @@ class RootSession:
         if self.text is None:
             yield
             return
-        # a feat_* view served from its table reads no text any more
-        uncached = self._FEAT.sub(lambda m: "" if m.group(1) in self.cached else m.group(0), sql)
-        with self.text.around(uncached):
+        with self.text.around(_cached(sql, self.cached)):
             yield
 
     def cache_features_of(self, sql: str) -> None:
         """Compute (once, for every run of the chunk) the feat_* views a detector query reads."""
-        names = [n for n in dict.fromkeys(self._FEAT.findall(sql)) if n not in self.cached]
+        names = [n for n in dict.fromkeys(_FEAT.findall(sql)) if n not in self.cached]
         if not names:
             return
         # widen everything a feat_* view may read to the chunk for the one pass
