@@ -18,10 +18,9 @@ from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
-from rlprobe.arrow_numpy import to_numpy
+from rlprobe.doctor.context import MetricFeatures, features_by_run
 from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
 from rlprobe.store import sample_files, scope, sqlfiles
 from rlprobe.store.engine import new_connection, run
@@ -319,17 +318,6 @@ def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDB
     return con
 
 
-def split(table: pa.Table, key: str) -> dict[str, pa.Table]:
-    """Consecutive row groups of a table sorted by key, as {key value: sub-table}."""
-    if table.num_rows == 0:
-        return {}
-    keys = to_numpy(table.column(key))
-    edges = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    starts = np.concatenate([[0], edges])
-    ends = np.concatenate([edges, [len(keys)]])
-    return {str(keys[a]): table.slice(a, b - a) for a, b in zip(starts, ends)}
-
-
 # Runs whose steps add up to about this many are diagnosed together: one feature pass, one pass
 # per feat_* view. It bounds the memory of the window passes on a root of thousands of runs.
 CHUNK_STEPS = 1_000_000
@@ -374,7 +362,7 @@ class RootSession:
             self.dirs_of.setdefault(info["run_id"], []).append(info["run_dir"])
         self.current: int | None = None
         self.run_id: str | None = None
-        self.features_by_run: dict[str, pa.Table] = {}
+        self.features_by_run: dict[str, dict[str, MetricFeatures]] = {}
         self.cached: set[str] = set()
         self.text: SampleText | None = None
 
@@ -400,7 +388,7 @@ class RootSession:
             run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id", fetch="none")
             point(self.con, name, f"SELECT * FROM doctor_cache_{name}")
             self.cached.add(name)
-        self.features_by_run = split(run(self.con, self.features_sql), "run_id")
+        self.features_by_run = features_by_run(run(self.con, self.features_sql))
         point_at_copies(self.con, _IN_RUN)
         point_at_copies(self.con, _IN_RUN, sorted(self.cached), prefix="doctor_cache_")
         self.run_id = None
