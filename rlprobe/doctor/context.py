@@ -80,21 +80,29 @@ class MetricFeatures:
 _INTEGER_FEATURES = ("step", "step_hi", "n_nonfinite", "sustained_up", "sustained_down")
 
 
-def features_by_run(table: pa.Table) -> dict[str, dict[str, MetricFeatures]]:
-    """doctor_features rows sorted by run_id, metric and i, as {run_id: {metric: MetricFeatures}}.
+def by_run(table: pa.Table) -> dict[str, pa.Table]:
+    """doctor_features rows sorted by run_id, as {run_id: that run's rows} (slices, no copy).
+
+    The runs are told apart by dictionary indices, not by a Python string per row: a chunk of a
+    root holds millions of rows.
+    """
+    if table.num_rows == 0:
+        return {}
+    run_ids, codes = _codes(table.column("run_id"))
+    starts, ends = _runs_of_equal(codes)
+    return {str(run_ids[codes[a]]): table.slice(a, b - a) for a, b in zip(starts, ends)}
+
+
+def metric_features(table: pa.Table | None) -> dict[str, MetricFeatures]:
+    """doctor_features rows of one run sorted by metric and i, as {metric: MetricFeatures}.
 
     The same arrays MetricFeatures.from_table gives each metric's rows, but each column is
-    turned into numpy once for all the runs and metrics of the table and then sliced: a chunk of
-    a root holds thousands of series, and sixteen conversions per series cost more than the
-    feature pass that made them.
+    turned into numpy once for the run and then sliced per metric: sixteen conversions per
+    metric cost more than the feature pass that made them.
     """
-    n = table.num_rows
-    if n == 0:
+    if table is None or table.num_rows == 0:
         return {}
-    run_ids = to_numpy(table.column("run_id"))
-    metrics = to_numpy(table.column("metric"))
-    starts = np.flatnonzero(np.concatenate([[True], (run_ids[1:] != run_ids[:-1]) | (metrics[1:] != metrics[:-1])]))
-    ends = np.append(starts[1:], n)
+    metrics, codes = _codes(table.column("metric"))
     cols: dict[str, np.ndarray] = {}
     for name in FEATURE_COLUMNS:
         arr = to_numpy(table.column(name))
@@ -103,14 +111,26 @@ def features_by_run(table: pa.Table) -> dict[str, dict[str, MetricFeatures]]:
             cols[name] = arr if arr.dtype == np.int64 else np.nan_to_num(arr.astype(float), nan=0).astype(np.int64)
         else:
             cols[name] = arr.astype(np.float64, copy=False)
-    out: dict[str, dict[str, MetricFeatures]] = {}
-    for a, b in zip(starts.tolist(), ends.tolist()):
-        metric = str(metrics[a])
+    out: dict[str, MetricFeatures] = {}
+    for a, b in zip(*_runs_of_equal(codes)):
+        metric = str(metrics[codes[a]])
         fields: dict[str, Any] = {name: cols[name][a:b] for name in FEATURE_COLUMNS}
         fields["b_median"] = float(cols["b_median"][a])
         fields["scale"] = float(cols["scale"][a])
-        out.setdefault(str(run_ids[a]), {})[metric] = MetricFeatures(metric=metric, **fields)
+        out[metric] = MetricFeatures(metric=metric, **fields)
     return out
+
+
+def _codes(column: pa.ChunkedArray) -> tuple[list[Any], np.ndarray]:
+    """A column's distinct values (None for NULL) and, per row, the index of its value there."""
+    encoded = column.combine_chunks().dictionary_encode(null_encoding="encode")
+    return encoded.dictionary.to_pylist(), to_numpy(encoded.indices)
+
+
+def _runs_of_equal(codes: np.ndarray) -> tuple[list[int], list[int]]:
+    """Start and end (exclusive) of each stretch of equal consecutive codes."""
+    starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+    return starts.tolist(), np.append(starts[1:], len(codes)).tolist()
 
 
 class RawColumns(Mapping[str, np.ndarray]):

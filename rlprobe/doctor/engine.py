@@ -12,8 +12,7 @@ import pyarrow as pa
 from rlprobe.doctor import session
 from rlprobe.doctor.causes import apply_links
 from rlprobe.doctor.config import DoctorConfig, load_config
-from rlprobe.doctor.context import FEATURE_COLUMNS, DetectorContext, RawColumns
-from rlprobe.doctor.context import features_by_run as features_of
+from rlprobe.doctor.context import FEATURE_COLUMNS, DetectorContext, RawColumns, by_run, metric_features
 from rlprobe.doctor.custom import run_custom_detectors
 from rlprobe.doctor.findings import Diagnosis, Finding, Skipped, rank
 from rlprobe.doctor.registry import all_detectors
@@ -53,7 +52,7 @@ def diagnose_connection(
     connection whose views read the doctor's copy of one run (session.materialize), gives a
     query that reads text the recording's samples and computes each feature view it reads once.
     """
-    features_by_run = features_of(run(con, FEATURES_SQL)) if root is None else {}
+    features_by_run = by_run(run(con, FEATURES_SQL)) if root is None else {}
     detectors = all_detectors()
     out = []
 
@@ -73,7 +72,8 @@ def diagnose_connection(
         if root is not None:
             root.focus(run_id)
             features_by_run = root.features_by_run
-        ctx = DetectorContext(run_id, features_by_run.get(run_id, {}), query, _raw_loader(con, run_id), int(info["steps"]), info.get("last_step"))
+        ctx = DetectorContext(run_id, metric_features(features_by_run.get(run_id)), query, _raw_loader(con, run_id),
+                              int(info["steps"]), info.get("last_step"))
         diagnosis = Diagnosis(run_id=run_id, run_dir=info.get("run_dir"), steps=int(info["steps"]), last_step=info.get("last_step"))
         findings: list[Finding] = []
         for det_id, det in detectors.items():

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 import duckdb
 import pyarrow as pa
 
-from rlprobe.doctor.context import MetricFeatures, features_by_run
+from rlprobe.doctor.context import by_run
 from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
 from rlprobe.store import sample_files, scope, sqlfiles
 from rlprobe.store.engine import new_connection, run
@@ -362,7 +362,7 @@ class RootSession:
             self.dirs_of.setdefault(info["run_id"], []).append(info["run_dir"])
         self.current: int | None = None
         self.run_id: str | None = None
-        self.features_by_run: dict[str, dict[str, MetricFeatures]] = {}
+        self.features_by_run: dict[str, pa.Table] = {}
         self.cached: set[str] = set()
         self.text: SampleText | None = None
 
@@ -388,7 +388,7 @@ class RootSession:
             run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id", fetch="none")
             point(self.con, name, f"SELECT * FROM doctor_cache_{name}")
             self.cached.add(name)
-        self.features_by_run = features_by_run(run(self.con, self.features_sql))
+        self.features_by_run = by_run(run(self.con, self.features_sql))
         point_at_copies(self.con, _IN_RUN)
         point_at_copies(self.con, _IN_RUN, sorted(self.cached), prefix="doctor_cache_")
         self.run_id = None
