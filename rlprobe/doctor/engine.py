@@ -129,7 +129,8 @@ def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[s
     """Diagnose a run or every run below a root; runs without steps are left out.
 
     A root is read once and its features computed in one SQL pass per chunk of runs (about a
-    million steps); each detector's follow-up queries then see only the run being diagnosed.
+    quarter of a million steps); each detector's follow-up queries then see only the run being
+    diagnosed.
     A run of a root whose files cannot be read is left out with a BrokenRunWarning naming the
     file (rlprobe.store.health); strict=True raises instead. progress (label, runs done, runs in
     all) is called before each run, for a progress bar.

@@ -319,8 +319,11 @@ def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDB
 
 
 # Runs whose steps add up to about this many are diagnosed together: one feature pass, one pass
-# per feat_* view. It bounds the memory of the window passes on a root of thousands of runs.
-CHUNK_STEPS = 1_000_000
+# per feat_* view. It bounds the memory of a root of thousands of runs: the chunk's sorted copy
+# of its steps, the window passes and their result (200 runs x 5,000 steps: peak 1.0 GB in
+# chunks of 250k steps, 1.6 GB in chunks of 500k, 2.3 GB in one chunk of 1M; the same CPU time,
+# as every cost but a few fixed statements per chunk goes with the rows).
+CHUNK_STEPS = 250_000
 _IN_CHUNK = "list_contains(getvariable('rlprobe_doctor_runs'), run_id)"
 _IN_RUN = "run_id = getvariable('rlprobe_doctor_run')"
 
@@ -370,11 +373,14 @@ class RootSession:
         for name in self.cached:
             run(self.con, f"DROP TABLE IF EXISTS doctor_cache_{name}", fetch="none")
         self.cached = set()
+        self.features_by_run = {}
         self.current = index
         run(self.con, "SET VARIABLE rlprobe_doctor_runs = ?", [self.chunks[index]], fetch="none")
         # Only this chunk's runs are read (their folders alone are listed), and only they are
         # held in memory: a root of thousands of runs costs one chunk's memory, not the root's.
         point_at_recording(self.con)
+        for view in ORDER:  # the last chunk's copies go before this chunk's are made, not after
+            run(self.con, f"DROP TABLE IF EXISTS doctor_{view}", fetch="none")
         self.text = SampleText(self.con)
         run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [self.chunk_dirs[index]], fetch="none")
         try:
