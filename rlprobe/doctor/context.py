@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -64,7 +64,7 @@ class MetricFeatures:
         cols: dict[str, Any] = {}
         for name in FEATURE_COLUMNS:
             arr = to_numpy(table.column(name))
-            if name in ("step", "step_hi", "n_nonfinite", "sustained_up", "sustained_down"):
+            if name in _INTEGER_FEATURES:
                 cols[name] = np.nan_to_num(arr.astype(float), nan=0).astype(np.int64)
             else:
                 cols[name] = arr.astype(np.float64)
@@ -77,6 +77,105 @@ class MetricFeatures:
         return int(self.step[index])
 
 
+_INTEGER_FEATURES = ("step", "step_hi", "n_nonfinite", "sustained_up", "sustained_down")
+
+
+def by_run(table: pa.Table) -> dict[str, pa.Table]:
+    """doctor_features rows sorted by run_id, as {run_id: that run's rows} (slices, no copy).
+
+    The runs are told apart by dictionary indices, not by a Python string per row: a chunk of a
+    root holds millions of rows.
+    """
+    if table.num_rows == 0:
+        return {}
+    run_ids, codes = _codes(table.column("run_id"))
+    starts, ends = _runs_of_equal(codes)
+    return {str(run_ids[codes[a]]): table.slice(a, b - a) for a, b in zip(starts, ends)}
+
+
+def metric_features(table: pa.Table | None) -> dict[str, MetricFeatures]:
+    """doctor_features rows of one run sorted by metric and i, as {metric: MetricFeatures}.
+
+    The same arrays MetricFeatures.from_table gives each metric's rows, but each column is
+    turned into numpy once for the run and then sliced per metric: sixteen conversions per
+    metric cost more than the feature pass that made them.
+    """
+    if table is None or table.num_rows == 0:
+        return {}
+    metrics, codes = _codes(table.column("metric"))
+    cols: dict[str, np.ndarray] = {}
+    for name in FEATURE_COLUMNS:
+        arr = to_numpy(table.column(name))
+        if name in _INTEGER_FEATURES:
+            # as from_table makes them, without two more copies when no value is NULL
+            cols[name] = arr if arr.dtype == np.int64 else np.nan_to_num(arr.astype(float), nan=0).astype(np.int64)
+        else:
+            cols[name] = arr.astype(np.float64, copy=False)
+    out: dict[str, MetricFeatures] = {}
+    for a, b in zip(*_runs_of_equal(codes)):
+        metric = str(metrics[codes[a]])
+        fields: dict[str, Any] = {name: cols[name][a:b] for name in FEATURE_COLUMNS}
+        fields["b_median"] = float(cols["b_median"][a])
+        fields["scale"] = float(cols["scale"][a])
+        out[metric] = MetricFeatures(metric=metric, **fields)
+    return out
+
+
+def _codes(column: pa.ChunkedArray) -> tuple[list[Any], np.ndarray]:
+    """A column's distinct values (None for NULL) and, per row, the index of its value there."""
+    encoded = column.combine_chunks().dictionary_encode(null_encoding="encode")
+    return encoded.dictionary.to_pylist(), to_numpy(encoded.indices)
+
+
+def _runs_of_equal(codes: np.ndarray) -> tuple[list[int], list[int]]:
+    """Start and end (exclusive) of each stretch of equal consecutive codes."""
+    starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+    return starts.tolist(), np.append(starts[1:], len(codes)).tolist()
+
+
+class RawColumns(Mapping[str, np.ndarray]):
+    """A run's step columns as logged, by name: float64 for numbers, an object array of Python
+    values for the rest (kl_positional lists). Columns with no value at all are left out. Each
+    is turned into numpy the first time a detector reads it: the detectors read a few (lr, step,
+    the reward components' names), and a 100k-step run's kl_positional alone is 800k Python
+    floats."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table = table
+        self._names = [n for n in table.column_names if table.column(n).null_count != len(table.column(n))]
+        self._present = set(self._names)
+        self._converted: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._converted:
+            if name not in self._present:
+                raise KeyError(name)
+            col = self._table.column(name)
+            if pa.types.is_floating(col.type) or pa.types.is_integer(col.type):
+                self._converted[name] = to_numpy(col).astype(np.float64)
+            else:
+                self._converted[name] = np.array(col.to_pylist(), dtype=object)
+        return self._converted[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._present
+
+    def logged(self, name: str) -> bool:
+        """True when the column holds a finite number (a list column: any value at all)."""
+        if name not in self._present:
+            return False
+        col = self._table.column(name)
+        if pa.types.is_floating(col.type) or pa.types.is_integer(col.type):
+            return bool(np.isfinite(self[name]).any())
+        return True  # left out when every value is NULL
+
+
 class DetectorContext:
     """One run as the detectors see it. Built by the doctor engine; cheap to query repeatedly."""
 
@@ -85,7 +184,7 @@ class DetectorContext:
         run_id: str,
         features: dict[str, MetricFeatures],
         query: Callable[[str, list[Any]], pa.Table],
-        raw_columns: Callable[[], dict[str, np.ndarray]],
+        raw_columns: Callable[[], RawColumns],
         n_steps: int,
         last_step: int | None,
     ) -> None:
@@ -167,12 +266,7 @@ class DetectorContext:
             return self.placeholder(metric) is None
         if metric in _FEATURED:
             return False  # doctor_series covers it: no feature rows means never logged
-        column = self.raw.get(metric)
-        if column is None:
-            return False
-        if column.dtype == object:  # list columns such as kl_positional
-            return any(v is not None for v in column)
-        return bool(np.isfinite(column).any())
+        return self.raw.logged(metric)
 
     def features(self, metric: str) -> MetricFeatures | None:
         """Binned SQL features of metric, or None if the run did not log it (or logged a placeholder)."""
@@ -181,7 +275,7 @@ class DetectorContext:
         return self._features.get(metric)
 
     @cached_property
-    def raw(self) -> dict[str, np.ndarray]:
+    def raw(self) -> RawColumns:
         """Per-step series as logged (float64): the fixed columns and reward_component.*; extra.* only
         where a custom detector names them (the doctor copies no other columns of a run)."""
         return self._raw_columns()

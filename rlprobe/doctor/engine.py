@@ -7,14 +7,12 @@ import os
 from typing import Any, Callable, Mapping
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
-from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor import session
 from rlprobe.doctor.causes import apply_links
 from rlprobe.doctor.config import DoctorConfig, load_config
-from rlprobe.doctor.context import FEATURE_COLUMNS, DetectorContext, MetricFeatures
+from rlprobe.doctor.context import FEATURE_COLUMNS, DetectorContext, RawColumns, by_run, metric_features
 from rlprobe.doctor.custom import run_custom_detectors
 from rlprobe.doctor.findings import Diagnosis, Finding, Skipped, rank
 from rlprobe.doctor.registry import all_detectors
@@ -23,24 +21,16 @@ from rlprobe.schemas import STEP_COLUMN_TYPES
 from rlprobe.store.engine import Store, open_store, run
 from rlprobe.store.sqlfiles import read_header
 
+# n_nonfinite is a sum (HUGEINT), which Arrow can only hold as decimals: read as BIGINT, the
+# same counts without a Python object per row
 FEATURES_SQL = "SELECT run_id, metric, {cols} FROM v1.doctor_features ORDER BY run_id, metric, i".format(
-    cols=", ".join(FEATURE_COLUMNS)
+    cols=", ".join(f"CAST({c} AS BIGINT) AS {c}" if c == "n_nonfinite" else c for c in FEATURE_COLUMNS)
 )
 
 
-def _raw_loader(con: duckdb.DuckDBPyConnection, run_id: str) -> Callable[[], dict[str, np.ndarray]]:
-    def load() -> dict[str, np.ndarray]:
-        table = run(con, "SELECT * EXCLUDE (run_id) FROM v1.steps WHERE run_id = ? ORDER BY step", [run_id])
-        out: dict[str, np.ndarray] = {}
-        for name in table.column_names:
-            col = table.column(name)
-            if col.null_count == len(col):
-                continue
-            if pa.types.is_floating(col.type) or pa.types.is_integer(col.type):
-                out[name] = to_numpy(col).astype(np.float64)
-            else:
-                out[name] = np.array(col.to_pylist(), dtype=object)
-        return out
+def _raw_loader(con: duckdb.DuckDBPyConnection, run_id: str) -> Callable[[], RawColumns]:
+    def load() -> RawColumns:
+        return RawColumns(run(con, "SELECT * EXCLUDE (run_id) FROM v1.steps WHERE run_id = ? ORDER BY step", [run_id]))
 
     return load
 
@@ -51,7 +41,7 @@ def diagnose_connection(
     cfg: DoctorConfig,
     root: session.RootSession | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    text: session.SampleText | None = None,
+    text: session.RunCopy | None = None,
 ) -> list[Diagnosis]:
     """Diagnose each run of `runs` over a connection whose views hold them (see rlprobe.doctor.session).
 
@@ -59,10 +49,10 @@ def diagnose_connection(
     listed as skipped with the error, never hiding the others' findings. Then every finding a
     declared cause explains is marked as its symptom, and the findings are ranked. progress,
     if given, is called as (label, runs done, runs in all) before each run. text, for a
-    connection whose v1.samples is a copy without text (session.materialize), gives a query
-    that reads text the recording's samples.
+    connection whose views read the doctor's copy of one run (session.materialize), gives a
+    query that reads text the recording's samples and computes each feature view it reads once.
     """
-    features_by_run = session.split(run(con, FEATURES_SQL), "run_id") if root is None else {}
+    features_by_run = by_run(run(con, FEATURES_SQL)) if root is None else {}
     detectors = all_detectors()
     out = []
 
@@ -82,11 +72,8 @@ def diagnose_connection(
         if root is not None:
             root.focus(run_id)
             features_by_run = root.features_by_run
-        per_metric = {
-            metric: MetricFeatures.from_table(metric, rows)
-            for metric, rows in session.split(features_by_run.get(run_id, pa.table({"metric": pa.nulls(0, pa.string())})), "metric").items()
-        }
-        ctx = DetectorContext(run_id, per_metric, query, _raw_loader(con, run_id), int(info["steps"]), info.get("last_step"))
+        ctx = DetectorContext(run_id, metric_features(features_by_run.get(run_id)), query, _raw_loader(con, run_id),
+                              int(info["steps"]), info.get("last_step"))
         diagnosis = Diagnosis(run_id=run_id, run_dir=info.get("run_dir"), steps=int(info["steps"]), last_step=info.get("last_step"))
         findings: list[Finding] = []
         for det_id, det in detectors.items():
@@ -142,7 +129,8 @@ def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[s
     """Diagnose a run or every run below a root; runs without steps are left out.
 
     A root is read once and its features computed in one SQL pass per chunk of runs (about a
-    million steps); each detector's follow-up queries then see only the run being diagnosed.
+    quarter of a million steps); each detector's follow-up queries then see only the run being
+    diagnosed.
     A run of a root whose files cannot be read is left out with a BrokenRunWarning naming the
     file (rlprobe.store.health); strict=True raises instead. progress (label, runs done, runs in
     all) is called before each run, for a progress bar.

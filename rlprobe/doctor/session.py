@@ -6,7 +6,7 @@ sorted in-memory copy of them (read once, queried many times), the copy narrowed
 a chunk, tables held in memory (diagnose_tables), or a live watcher's tables narrowed to the rows
 a tick changed. This module is the one place that re-points them; everything else asks it to.
 A copy holds the step columns the doctor reads (step_columns), not every extra.* metric, and
-the samples without their text (TEXT_COLUMNS): a statement that reads text sees the recording's
+the samples without their text (LEFT_OUT): a statement that reads text sees the recording's
 samples instead (SampleText), read from the files where a step filter reaches the scan.
 """
 
@@ -18,10 +18,9 @@ from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
-from rlprobe.arrow_numpy import to_numpy
+from rlprobe.doctor.context import by_run
 from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
 from rlprobe.store import sample_files, scope, sqlfiles
 from rlprobe.store.engine import new_connection, run
@@ -37,8 +36,12 @@ ORDER = {"steps": "run_id, step", "samples": "run_id"}
 # when a run logs no repetition_rate, the share of distinct completions, a custom detector or a
 # report that names them) read them from the recording's files (SampleText).
 TEXT_COLUMNS = ("prompt_text", "completion_text", "completion_token_ids")
+# Left out as well, and read the same way: the columns no built-in detector reads. group_id and
+# capture_reason are strings, and rank is worked out per row from the file's folder; on 800k
+# samples they were a quarter of the copy's time (0.48 -> 0.34 s of CPU).
+LEFT_OUT = (*TEXT_COLUMNS, "group_id", "capture_reason", "rank")
 
-_TEXT = re.compile(r"\b(" + "|".join(TEXT_COLUMNS) + r")\b", re.IGNORECASE)
+_TEXT = re.compile(r"\b(" + "|".join(LEFT_OUT) + r")\b", re.IGNORECASE)
 _VIEW = re.compile(r"\bVIEW\s+v1\.(\w+)", re.IGNORECASE)
 _COUNT_STAR = re.compile(r"\bcount\s*\(\s*\*\s*\)", re.IGNORECASE)
 _ALL_COLUMNS = re.compile(r"\*|\bcolumns\s*\(", re.IGNORECASE)
@@ -79,9 +82,10 @@ def text_views() -> frozenset[str]:
 
 
 def reads_text(sql: str) -> bool:
-    """True when sql may read sample text: it names a text column or a feature view that reads
-    one, or it reads samples with a star or COLUMNS(...) (count(*) reads no column). A guess on
-    the safe side: a statement taken to read text only costs a read of the files."""
+    """True when sql may read sample text (or another column the doctor's copy leaves out,
+    LEFT_OUT): it names one or a feature view that reads one, or it reads samples with a star or
+    COLUMNS(...) (count(*) reads no column). A guess on the safe side: a statement taken to read
+    text only costs a read of the files."""
     if _TEXT.search(sql) or any(re.search(rf"\b{n}\b", sql) for n in text_views()):
         return True
     return sample_files.reads_samples(sql) and _ALL_COLUMNS.search(_COUNT_STAR.sub("", sql)) is not None
@@ -90,7 +94,7 @@ def reads_text(sql: str) -> bool:
 def copy_views(con: duckdb.DuckDBPyConnection, where: str | None, columns: str | None) -> None:
     """Copy steps and samples (the rows where `where` holds) into doctor_<view>, sorted by run;
     of the step files only the columns matching the pattern `columns` are read (None: all), of
-    the sample files every column but TEXT_COLUMNS (those are read where a statement needs them:
+    the sample files every column but LEFT_OUT (those are read where a statement needs them:
     SampleText). Without `where` (one run) the samples are kept in the files' order."""
     filt = f" WHERE {where}" if where else ""
     for view, order in ORDER.items():
@@ -99,7 +103,7 @@ def copy_views(con: duckdb.DuckDBPyConnection, where: str | None, columns: str |
             run(con, "SET VARIABLE rlprobe_columns = ?", [columns], fetch="none")
         select = "*"
         if view == "samples":
-            select = f"* EXCLUDE ({', '.join(TEXT_COLUMNS)})"
+            select = f"* EXCLUDE ({', '.join(LEFT_OUT)})"
             order = order if where else ""
         try:
             run(con, f"CREATE OR REPLACE TEMP TABLE doctor_{view} AS SELECT {select} FROM v1.{view}{filt}"
@@ -114,10 +118,12 @@ def point(con: duckdb.DuckDBPyConnection, view: str, select_sql: str) -> None:
     run(con, f"CREATE OR REPLACE VIEW v1.{view} AS {select_sql}", fetch="none")
 
 
-def create_features(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the doctor's feature views (sql/v*/detectors/) over whatever v1.steps and v1.samples are now."""
+def create_features(con: duckdb.DuckDBPyConnection, views: Iterable[str] | None = None) -> None:
+    """Create the doctor's feature views (sql/v*/detectors/) over whatever v1.steps and v1.samples
+    are now: all of them, or those named in views (v1.<name>)."""
+    wanted = None if views is None else set(views)
     for f in sqlfiles.load(max(sqlfiles.versions())):
-        if f.kind == "feature":
+        if f.kind == "feature" and (wanted is None or _VIEW.search(f.sql).group(1) in wanted):  # type: ignore[union-attr]
             run(con, f.sql, fetch="none")
 
 
@@ -155,17 +161,17 @@ def point_at_copies(con: duckdb.DuckDBPyConnection, where: str | None = None, vi
         point(con, view, f"SELECT * FROM {prefix}{view}" + (f" WHERE {where}" if where else ""))
 
 
-def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None, columns: str | None = None) -> SampleText:
+def materialize(con: duckdb.DuckDBPyConnection, where: str | None = None, columns: str | None = None) -> RunCopy:
     """Copy steps and samples (the rows where `where` holds; the step columns matching `columns`,
     see step_columns; the samples without their text) once, sorted by run, point the views at
-    the copies and build the feature views over them. The SampleText returned gives a statement
-    that reads text the recording's samples."""
+    the copies and build the feature views over them. The RunCopy returned gives a statement
+    that reads text the recording's samples, and computes each feature view it reads once."""
     text = SampleText(con)
     copy_views(con, where, columns)
     point_at_copies(con, where)
     text.narrowed(where)
     text.create_features()
-    return text
+    return RunCopy(con, text)
 
 
 class SampleText:
@@ -189,14 +195,15 @@ class SampleText:
         self.where: str | None = None
         self.dirs: list[str] | None = None
 
-    def create_features(self) -> None:
-        """create_features, binding the feature views that read text against the recording's
-        samples (DuckDB binds a view when it is created: over the copy, a text column is unknown)."""
+    def create_features(self, views: Iterable[str] | None = None) -> None:
+        """create_features (of every feature view, or of those named in views), binding the
+        feature views that read text against the recording's samples (DuckDB binds a view when
+        it is created: over the copy, a text column is unknown)."""
         filt = f" WHERE {self.where}" if self.where else ""
         with _bound_without_files(self.con):
             self.con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM v1.doctor_recorded_samples{filt}")
             try:
-                create_features(self.con)
+                create_features(self.con, views)
             finally:
                 self.con.execute(f"CREATE OR REPLACE VIEW v1.samples AS SELECT * FROM doctor_samples{filt}")
 
@@ -237,6 +244,67 @@ class SampleText:
         self.con.execute("RESET VARIABLE rlprobe_samples_held")
 
 
+# Feature views that more than one statement of every diagnosis reads: doctor_baseline and
+# doctor_features both read doctor_binned, and feat_reward_noise reads it once per reward metric.
+# As a view, each reader would unpivot and bin every step again (the costliest part of the
+# feature pass), so a session computes it once into a table.
+SHARED_FEATURES = ("doctor_binned",)
+
+_FEAT = re.compile(r"\bv1\.(feat_\w+)")
+
+
+def _cached(sql: str, cached: Iterable[str]) -> str:
+    """sql without the names of the feat_* views served from tables: those read no text any more."""
+    names = set(cached)
+    return _FEAT.sub(lambda m: "" if m.group(1) in names else m.group(0), sql)
+
+
+class RunCopy:
+    """One run (or the rows `where` keeps) diagnosed over the doctor's copy (materialize).
+
+    Each feature view a diagnosis reads is computed once, into a table doctor_cache_<name> that
+    v1.<name> then stands for: doctor_binned (SHARED_FEATURES) at once, a `feat_*` view the
+    first time a statement names it (a detector may read one several times, and a view is
+    computed again at every read). A statement that reads text gets the recording's samples
+    (SampleText). restore() puts the views back as they were before.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, text: SampleText) -> None:
+        self.con = con
+        self.text = text
+        self.cached: list[str] = []
+        self.cache(SHARED_FEATURES)
+
+    def cache(self, names: Iterable[str]) -> None:
+        """Compute the feature views named (v1.<name>) that are not tables yet, once each."""
+        for name in names:
+            if name in self.cached:
+                continue
+            sql = f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name}"
+            with self.text.around(sql):
+                run(self.con, sql, fetch="none")
+            point(self.con, name, f"SELECT * FROM doctor_cache_{name}")
+            self.cached.append(name)
+
+    @contextmanager
+    def around(self, sql: str) -> Iterator[None]:
+        """Within the block, sql can run: the feat_* views it reads are tables (cache), and
+        v1.samples has its text if sql reads some (SampleText)."""
+        self.cache(dict.fromkeys(_FEAT.findall(sql)))
+        with self.text.around(_cached(sql, self.cached)):
+            yield
+
+    def restore(self) -> None:
+        """The cached feature views are views again (over the copy), and v1.samples reads the
+        recording's samples, text and all (SampleText.restore)."""
+        if self.cached:
+            self.text.create_features(self.cached)
+            for name in self.cached:
+                run(self.con, f"DROP TABLE IF EXISTS doctor_cache_{name}", fetch="none")
+            self.cached = []
+        self.text.restore()
+
+
 def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDBPyConnection:
     """A connection whose v1.steps (and v1.samples) are the given tables, with the doctor's features."""
     con = new_connection()
@@ -255,20 +323,12 @@ def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDB
     return con
 
 
-def split(table: pa.Table, key: str) -> dict[str, pa.Table]:
-    """Consecutive row groups of a table sorted by key, as {key value: sub-table}."""
-    if table.num_rows == 0:
-        return {}
-    keys = to_numpy(table.column(key))
-    edges = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    starts = np.concatenate([[0], edges])
-    ends = np.concatenate([edges, [len(keys)]])
-    return {str(keys[a]): table.slice(a, b - a) for a, b in zip(starts, ends)}
-
-
 # Runs whose steps add up to about this many are diagnosed together: one feature pass, one pass
-# per feat_* view. It bounds the memory of the window passes on a root of thousands of runs.
-CHUNK_STEPS = 1_000_000
+# per feat_* view. It bounds the memory of a root of thousands of runs: the chunk's sorted copy
+# of its steps, the window passes and their result (200 runs x 5,000 steps: peak 1.0 GB in
+# chunks of 250k steps, 1.6 GB in chunks of 500k, 2.3 GB in one chunk of 1M; the same CPU time,
+# as every cost but a few fixed statements per chunk goes with the rows).
+CHUNK_STEPS = 250_000
 _IN_CHUNK = "list_contains(getvariable('rlprobe_doctor_runs'), run_id)"
 _IN_RUN = "run_id = getvariable('rlprobe_doctor_run')"
 
@@ -280,11 +340,9 @@ class RootSession:
     once over all its runs; then v1.steps and v1.samples are narrowed to the run being
     diagnosed, so a detector's follow-up query costs one run, not the root; and a `feat_*` view
     is computed for the whole chunk the first time a detector asks for it (one pass), then
-    served from that table filtered by run. columns is the pattern of the step columns copied
-    (step_columns; None for all).
+    served from that table filtered by run, as doctor_binned is from the start (SHARED_FEATURES).
+    columns is the pattern of the step columns copied (step_columns; None for all).
     """
-
-    _FEAT = re.compile(r"\bv1\.(feat_\w+)")
 
     def __init__(self, con: duckdb.DuckDBPyConnection, runs: list[dict[str, Any]], features_sql: str,
                  chunk_steps: int | None = None, columns: str | None = None) -> None:
@@ -320,11 +378,14 @@ class RootSession:
         for name in self.cached:
             run(self.con, f"DROP TABLE IF EXISTS doctor_cache_{name}", fetch="none")
         self.cached = set()
+        self.features_by_run = {}
         self.current = index
         run(self.con, "SET VARIABLE rlprobe_doctor_runs = ?", [self.chunks[index]], fetch="none")
         # Only this chunk's runs are read (their folders alone are listed), and only they are
         # held in memory: a root of thousands of runs costs one chunk's memory, not the root's.
         point_at_recording(self.con)
+        for view in ORDER:  # the last chunk's copies go before this chunk's are made, not after
+            run(self.con, f"DROP TABLE IF EXISTS doctor_{view}", fetch="none")
         self.text = SampleText(self.con)
         run(self.con, "SET VARIABLE rlprobe_scope = ?::VARCHAR[]", [self.chunk_dirs[index]], fetch="none")
         try:
@@ -334,8 +395,13 @@ class RootSession:
         point_at_copies(self.con, _IN_CHUNK)
         self.text.narrowed(_IN_CHUNK, self.chunk_dirs[index])
         self.text.create_features()
-        self.features_by_run = split(run(self.con, self.features_sql), "run_id")
+        for name in SHARED_FEATURES:  # once for the chunk, read by the features pass and by detectors
+            run(self.con, f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id", fetch="none")
+            point(self.con, name, f"SELECT * FROM doctor_cache_{name}")
+            self.cached.add(name)
+        self.features_by_run = by_run(run(self.con, self.features_sql))
         point_at_copies(self.con, _IN_RUN)
+        point_at_copies(self.con, _IN_RUN, sorted(self.cached), prefix="doctor_cache_")
         self.run_id = None
 
     def focus(self, run_id: str) -> None:
@@ -355,14 +421,12 @@ class RootSession:
         if self.text is None:
             yield
             return
-        # a feat_* view served from its table reads no text any more
-        uncached = self._FEAT.sub(lambda m: "" if m.group(1) in self.cached else m.group(0), sql)
-        with self.text.around(uncached):
+        with self.text.around(_cached(sql, self.cached)):
             yield
 
     def cache_features_of(self, sql: str) -> None:
         """Compute (once, for every run of the chunk) the feat_* views a detector query reads."""
-        names = [n for n in dict.fromkeys(self._FEAT.findall(sql)) if n not in self.cached]
+        names = [n for n in dict.fromkeys(_FEAT.findall(sql)) if n not in self.cached]
         if not names:
             return
         # widen everything a feat_* view may read to the chunk for the one pass

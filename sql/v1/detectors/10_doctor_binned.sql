@@ -2,31 +2,18 @@
 -- kind: feature
 -- depends: doctor_series
 -- doc: Each series cut into at most 1,000 bins of consecutive steps (one step per bin for runs
--- doc: of up to 1,000 steps), so every later window works on a bounded number of points: a
--- doc: 100k-step run is diagnosed at 100-step resolution, in the same time as a 1k-step one.
+-- doc: of up to 1,000 steps; doctor_series gives each step its bin), so every later window works
+-- doc: on a bounded number of points: a 100k-step run is diagnosed at 100-step resolution, in the
+-- doc: same time as a 1k-step one.
 -- doc: value is the mean of the finite values in the bin; non-finite values (NaN/inf: evidence of
 -- doc: a numerical blow-up, not noise) are counted apart, vmin/vmax keep the spikes.
 -- columns: run_id VARCHAR, metric VARCHAR, bin BIGINT, step BIGINT, step_hi BIGINT, n BIGINT,
 -- columns: value DOUBLE, vmin DOUBLE, vmax DOUBLE, n_nonfinite BIGINT
 
 CREATE OR REPLACE VIEW v1.doctor_binned AS
-WITH extent AS (
-    SELECT run_id, min(step) AS step_min, max(step) AS step_max
-    FROM v1.steps
-    GROUP BY run_id
-), sized AS (
-    SELECT run_id, step_min, greatest(1, CAST(ceil((step_max - step_min + 1) / 1000.0) AS BIGINT)) AS width
-    FROM extent
-), tagged AS (
-    SELECT
-        s.run_id,
-        s.metric,
-        CAST(floor((s.step - z.step_min) / z.width) AS BIGINT) AS bin,
-        s.step,
-        s.value,
-        (isnan(s.value) OR isinf(s.value)) AS nonfinite
-    FROM v1.doctor_series AS s
-    JOIN sized AS z ON z.run_id = s.run_id
+WITH tagged AS (
+    SELECT run_id, metric, bin, step, value, (isnan(value) OR isinf(value)) AS nonfinite
+    FROM v1.doctor_series
 )
 SELECT
     run_id,
