@@ -704,3 +704,93 @@ def test_entropy_back_from_a_blowup_is_not_a_collapse() -> None:
     found = findings(table(len(ent), step_every=10, entropy_mean=ent))
     assert "ENTROPY_COLLAPSE" not in found
     assert found["ENTROPY_BLOWUP"].severity == "warn" and found["ENTROPY_BLOWUP"].ongoing is False
+
+
+# -- failures that began inside the early window --------------------------------------------------
+
+
+def test_a_value_loss_that_blew_up_at_step_3_is_judged_from_the_first_steps() -> None:
+    """PPO, 20 points: value loss 0.6 on the first two steps, then ~20 and climbing. The early
+    window holds the blow-up, so only the run's opening points can be the yardstick."""
+    n = 20
+    r = rng(101)
+    vl = np.concatenate([[0.68, 0.57], np.linspace(19, 26, n - 2)]) * np.exp(r.normal(0, 0.05, n))
+    t = table(n, value_loss=vl, reward_mean=0.7 + r.normal(0, 0.1, n))
+    f = findings(t)["VALUE_DIVERGENCE"]
+    assert f.severity == "warn" and f.first_step == 3 and "first logged steps" in f.explanation and f.ongoing
+    # a value head that starts at its worst and improves stays quiet
+    t = table(n, value_loss=np.linspace(20, 2, n) * np.exp(r.normal(0, 0.05, n)), reward_mean=0.7 + r.normal(0, 0.1, n))
+    assert "VALUE_DIVERGENCE" not in findings(t)
+
+
+def test_kl_that_runs_away_from_the_first_steps_is_a_blowup() -> None:
+    """49 points, no warm-up: KL 0.02 at step 1 doubles every step to ~15 by step 11 and stays
+    there. There is no trend before the break to depart from; a hundred-fold rise faster than
+    the square of the step is the escape itself."""
+    n = 49
+    r = rng(102)
+    i = np.arange(n)
+    kl = np.minimum(0.02 * 2.0 ** i, 15.0) * np.exp(r.normal(0, 0.1, n))
+    f = findings(table(n, kl_mean=kl, reward_mean=0.8 + r.normal(0, 0.1, n)))["KL_BLOWUP"]
+    assert f.severity in ("warn", "critical") and 4 <= f.first_step <= 6 and "ran away from the first steps" in f.explanation
+
+
+def test_kl_that_climbs_from_its_floor_at_most_linearly_is_not_a_runaway() -> None:
+    """KL measurable at 0.002 from step 2, growing linearly to 0.2 by step 100 (100x, but over
+    100x the steps): healthy drift of a run without a KL penalty."""
+    n = 100
+    r = rng(103)
+    kl = 0.002 * np.arange(1, n + 1) * np.exp(r.normal(0, 0.1, n))
+    assert "KL_BLOWUP" not in findings(table(n, kl_mean=kl, reward_mean=0.6 + r.normal(0, 0.05, n)))
+
+
+def test_completions_of_a_few_tokens_with_a_near_zero_continuous_reward_are_a_collapse() -> None:
+    """A reward model's score of ~2e-4 on 3-token completions from the first step: nothing is
+    earned, though the reward is never exactly 0."""
+    n = 28
+    r = rng(104)
+    t = table(n, completion_len_mean=2.8 + r.normal(0, 0.05, n), reward_mean=2.4e-4 * np.exp(r.normal(0, 0.1, n)))
+    f = findings(t)["COMPLETION_COLLAPSE"]
+    assert f.severity == "critical" and f.first_step == 1 and "stays at 0" in f.explanation
+
+
+def test_a_metric_logged_twice_per_batch_keeps_its_noise() -> None:
+    """Two optimizer updates per rollout batch: every reward value is logged on two steps in a
+    row. Its noise is that of the distinct values, not zero."""
+    from rlprobe.doctor.stats import diff_noise
+
+    r = rng(105)
+    distinct = 0.5 + r.normal(0, 0.05, 60)
+    twice = np.repeat(distinct, 2)
+    assert diff_noise(twice) == pytest.approx(diff_noise(distinct), rel=0.05)
+    # a reward pinned at 0 repeats because it is pinned: those zeros are not copies
+    sparse = np.zeros(120)
+    sparse[[30, 31, 77]] = 1 / 16
+    assert diff_noise(sparse) == 0.0
+
+
+def test_a_format_reward_learned_at_step_13_in_a_log_repeated_per_update_is_gaming() -> None:
+    """Each point logged twice (two updates per batch); the format component jumps from 0.4 to
+    its ceiling 2.0 at step 13 of 140 while the answer reward falls from 0.35 to 0.2."""
+    n = 70
+    r = rng(106)
+    fmt = np.where(np.arange(n) < 6, 0.4, 1.97) + r.normal(0, 0.02, n)
+    ans = np.where(np.arange(n) < 6, 0.35, 0.2) + r.normal(0, 0.03, n)
+    t = table(2 * n, **{"reward_component.format": np.repeat(fmt, 2), "reward_component.answer": np.repeat(ans, 2),
+                        "reward_mean": np.repeat(fmt + ans, 2)})
+    f = findings(t)["FORMAT_GAMING"]
+    assert f.severity in ("warn", "critical") and f.first_step <= 14
+
+
+def test_a_loss_that_was_never_finite_is_a_gradient_pathology_from_step_1() -> None:
+    """The trainer printed 'nan' for loss, grad_norm and entropy on every step. Non-finite values
+    are what GRAD_PATHOLOGY looks for; ENTROPY_COLLAPSE has no number to read and says so."""
+    n = 40
+    r = rng(107)
+    t = table(n, loss=np.full(n, np.nan), grad_norm=np.full(n, np.nan), entropy_mean=np.full(n, np.nan),
+              reward_mean=0.5 + r.normal(0, 0.05, n))
+    (d,) = diagnose_tables(t)
+    f = {x.signature_id: x for x in d.findings}["GRAD_PATHOLOGY"]
+    assert f.severity == "critical" and f.first_step == 1
+    reasons = {s.signature_id: s.reason for s in d.skipped}
+    assert "entropy_mean" in reasons["ENTROPY_COLLAPSE"]

@@ -40,6 +40,9 @@ class Signature:
     needs: str = ""  # inputs that are not plain step metrics, in words (checked by the detector's own check)
     params: Mapping[str, Any] = field(default_factory=dict)
     noun: str = ""  # the failure as a noun phrase, for a symptom's words ("an entropy blow-up")
+    # NaN/Inf values of its inputs are part of what it looks for, so an input logged as NaN on
+    # every step counts as logged (a loss that was never finite broke from the first step)
+    reads_nonfinite: bool = False
 
     @property
     def page(self) -> str:
@@ -87,7 +90,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "warn when KL breaks away from its own power-law trend by excess_warn; critical by excess_critical",
         needs_any=("kl_mean", "kl_max"),
         params=_p(excess_warn=3.0, excess_critical=6.0, healthy_slope=1.0, min_improvement=30.0, min_kl=1e-3,
-                  departure=1.05, settle_share=0.2, warmup_share=0.5, sustain_frac=0.02),
+                  departure=1.05, settle_share=0.2, warmup_share=0.5, runaway_ratio=100.0, runaway_exponent=2.0,
+                  sustain_frac=0.02),
         noun="a KL blow-up",
     ),
     Signature(
@@ -112,7 +116,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "below ratio_critical or when the reward falls with them; critical from the first step when they are at most "
         "few_tokens and the reward stays at 0",
         needs_any=("completion_len_mean",),
-        params=_p(ratio_warn=0.3, ratio_critical=0.12, max_tokens=48.0, few_tokens=8.0, sustain_frac=0.03),
+        params=_p(ratio_warn=0.3, ratio_critical=0.12, max_tokens=48.0, few_tokens=8.0, nothing_earned=0.01, sustain_frac=0.03),
         noun="completions shrinking to a few tokens",
     ),
     Signature(
@@ -128,7 +132,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "info: step time at ratio_info of its early level with a significant upward trend; warn at ratio_warn when "
         "completion length, logged, does not explain it",
         needs_any=("step_time_s", "generation_time_s"),
-        params=_p(ratio_info=1.5, ratio_warn=2.0, sustain_frac=0.1, trend_p=0.001),
+        params=_p(ratio_info=1.5, ratio_warn=2.0, sustain_frac=0.1, trend_p=0.001, step_z=5.0),
         noun="step time creeping up",
     ),
     # -- optimization ---------------------------------------------------------------------------
@@ -166,6 +170,7 @@ SIGNATURES: tuple[Signature, ...] = (
                   growth_ratio_critical=20.0, growth_departure_ratio=1.5, growth_sustain_frac=0.02,
                   loss_ratio_warn=100.0, loss_ratio_critical=1e4, loss_abs_min=1.0),
         noun="a gradient pathology",
+        reads_nonfinite=True,
     ),
     Signature(
         "STALE_ROLLOUTS", "Rollouts come from a stale policy", "optimization",

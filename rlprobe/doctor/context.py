@@ -175,6 +175,16 @@ class RawColumns(Mapping[str, np.ndarray]):
             return bool(np.isfinite(self[name]).any())
         return True  # left out when every value is NULL
 
+    def never_finite(self, name: str) -> bool:
+        """True when a numeric column holds values and every one of them is NaN or Inf."""
+        if name not in self._present:
+            return False
+        col = self._table.column(name)
+        if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+            return False
+        v = self[name]
+        return bool(len(v)) and not bool(np.isfinite(v).any()) and bool((np.isnan(v) | np.isinf(v)).any()) and col.null_count < len(col)
+
 
 class DetectorContext:
     """One run as the detectors see it. Built by the doctor engine; cheap to query repeatedly."""

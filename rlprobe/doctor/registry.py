@@ -39,10 +39,15 @@ class Detector:
         """Why this detector cannot run on ctx's recording, or None if it can."""
         if self.check is not None:
             return self.check(ctx)
-        missing = [m for m in self.needs_all if not ctx.has(m)]
+        nonfinite = self.signature is not None and self.signature.reads_nonfinite
+
+        def has(metric: str) -> bool:
+            return ctx.has(metric) or (nonfinite and ctx.raw.never_finite(metric))
+
+        missing = [m for m in self.needs_all if not has(m)]
         if missing:
             return ctx.absence(missing, "needs")
-        if self.needs_any and not any(ctx.has(m) for m in self.needs_any):
+        if self.needs_any and not any(has(m) for m in self.needs_any):
             return ctx.absence(list(self.needs_any), "needs one of")
         return None
 

@@ -256,12 +256,35 @@ def finite_or(x: np.ndarray, fill: float) -> np.ndarray:
 
 def diff_noise(x: np.ndarray) -> float:
     """Point-to-point noise of a series (1.4826 MAD of first differences / sqrt 2): robust to trends and shifts."""
-    v = np.asarray(x, dtype=float)
-    v = v[np.isfinite(v)]
+    v = _without_copies(np.asarray(x, dtype=float))
     if len(v) < 4:
         return float("nan")
     d = np.diff(v)
     return 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0)
+
+
+def _without_copies(x: np.ndarray) -> np.ndarray:
+    """The finite points of a series, with exact copies of the point before dropped when the
+    series repeats itself.
+
+    A metric measured once per rollout batch is logged again on each optimizer update that
+    batch feeds (TRL's num_iterations, PPO epochs): the same reward mean on two or four steps
+    in a row. Half its differences are then exactly 0, its median difference is 0, and the
+    point-to-point noise would read as none, so any wobble becomes a change of level. A copy is
+    a point equal to the one before that is not at the series' lowest or highest value (a
+    reward pinned at 0 or at its ceiling repeats because it is pinned, and that says something
+    about its noise); when at least a quarter of the steps are copies, the noise is that of the
+    distinct values."""
+    v = x[np.isfinite(x)]
+    if len(v) < 8:
+        return v
+    same = np.diff(v) == 0
+    if not same.any():
+        return v
+    inner = (v[1:] != np.min(v)) & (v[1:] != np.max(v))
+    if float(np.mean(same & inner)) < 0.25:
+        return v
+    return v[np.concatenate([[True], ~(same & inner)])]
 
 
 @dataclass(frozen=True)

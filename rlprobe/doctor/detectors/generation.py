@@ -22,7 +22,7 @@ from rlprobe.doctor.episodes import (
 from rlprobe.doctor.findings import Finding, Severity
 from rlprobe.doctor.registry import detects
 from rlprobe.doctor.series import at_step, level_at_index, series_features, values_between
-from rlprobe.doctor.stats import bounded_level_shifts, bounded_noise, finite_or, level_before, level_reached, level_shifts, mann_kendall, nanmedian, refine_onset, trailing_median
+from rlprobe.doctor.stats import bounded_level_shifts, bounded_noise, finite_or, level_before, level_reached, level_shifts, mann_kendall, nanmedian, point_noise, refine_onset, trailing_median
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,7 +229,8 @@ def _short_from_start(ctx: DetectorContext, feat: MetricFeatures, value: np.ndar
     No comparison with the run's own early length can see a run whose completions were never
     long. A mean of at most few_tokens (8) tokens holds a bare answer or nothing (an EOS sampled
     at once, a chat template that ends the turn), and when the reward also sits at 0 on nearly
-    every step such completions earn nothing and the run has no signal to climb out with. A task
+    every step (at most nothing_earned, 0.01: a hundredth of a unit reward, the share of a rare
+    partial credit, on 90% of the steps, and never above 0.05) such completions earn nothing and the run has no signal to climb out with. A task
     answered in a word that the policy gets right keeps its reward, and stays quiet here."""
     reward = ctx.features("reward_mean")
     if reward is None or len(reward) < 5:
@@ -244,7 +245,7 @@ def _short_from_start(ctx: DetectorContext, feat: MetricFeatures, value: np.ndar
     hit = held_stretch(short, sustain)
     if hit is None or hit[0] > 1 or not still_holds(short, hit[1], sustain) or float(np.mean(short[ok])) < 0.9:
         return None
-    if float(np.mean(rv <= 0.0)) < 0.9 or float(np.max(rv)) > 0.05:
+    if float(np.mean(rv <= p["nothing_earned"])) < 0.9 or float(np.max(rv)) > 0.05:
         return None  # the short answers earn something: a task answered in a word, not a collapse
     start, end = hit
     first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
@@ -252,7 +253,7 @@ def _short_from_start(ctx: DetectorContext, feat: MetricFeatures, value: np.ndar
     return make_finding(
         ctx, "COMPLETION_COLLAPSE", Episode(start, end, "critical", start), feat, 0.9,
         f"From the first logged step, completions are {typical:.3g} tokens on average (at most {p['few_tokens']:.0f} on "
-        f"{float(np.mean(short[ok])):.0%} of the steps) and the reward stays at 0: the policy ends its answer at once, "
+        f"{float(np.mean(short[ok])):.0%} of the steps) and the reward stays at 0 (at most {float(np.max(rv)):.2g}): the policy ends its answer at once, "
         "so nothing it writes can earn a reward and the run has no learning signal.",
         {"completion_len_typical": typical, "share_of_steps_short": float(np.mean(short[ok])),
          "reward_max": float(np.max(rv)), "steps_short": int(last_step - first_step + 1)},
@@ -551,6 +552,25 @@ def repetition_spiral(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
 # ---------------------------------------------------------------------------------------------
 # THROUGHPUT_ROT
 # ---------------------------------------------------------------------------------------------
+def _step_up_z(value: np.ndarray, onset: int, start: int, end: int) -> float:
+    """How far step time over [start, end] stands above the steps before onset, in standard
+    errors of the difference of the two medians of log step time under its point noise.
+
+    The trend test sees a creep; a slow-down that came as one step up and then held (a leak
+    that filled a cache, a new per-step overhead) has no trend after the step, and Mann-Kendall
+    over the plateau reads it as noise. A level that moved by many standard errors and stayed is
+    the same slow-down."""
+    v = np.asarray(value, dtype=float)
+    logv = np.log(np.where(np.isfinite(v) & (v > 0), v, np.nan))
+    before = logv[:onset][np.isfinite(logv[:onset])]
+    during = logv[start : end + 1][np.isfinite(logv[start : end + 1])]
+    noise = point_noise(logv)
+    if len(before) < 3 or len(during) < 3 or not np.isfinite(noise) or noise <= 0:
+        return 0.0
+    se = 1.25 * noise * math.sqrt(1.0 / len(before) + 1.0 / len(during))
+    return float((np.median(during) - np.median(before)) / se)
+
+
 @detects("THROUGHPUT_ROT")
 def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """Step time creeps up: each step costs more wall-clock than it did early in the run.
@@ -561,7 +581,9 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     a growing replay buffer or logging payload, checkpoint or evaluation overheads, host-side
     data loading. The test: the smoothed step_time_s (else generation_time_s) at or above
     ratio_info (1.5x) its early level for 10% of the run, with a significant upward
-    Mann-Kendall trend (p < trend_p) after the early window. The evidence says how much of it
+    Mann-Kendall trend (p < trend_p) after the early window, or, for a slow-down that came as one
+    step up and held, a level at least step_z (5) standard errors above the steps before it. The
+    evidence says how much of it
     completion length and generation time explain.
     """
     metric = "step_time_s" if ctx.features("step_time_s") is not None else "generation_time_s"
@@ -588,7 +610,7 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     if len(tail) > 300:  # the trend test is O(n^2): thin long series evenly
         tail = tail[np.linspace(0, len(tail) - 1, 300).astype(int)]
     trend = mann_kendall(tail)
-    if trend.p_increasing > p["trend_p"]:
+    if trend.p_increasing > p["trend_p"] and _step_up_z(feat.value, episode.onset, episode.start, episode.end) < p["step_z"]:
         return None
     seg = slice(episode.start, episode.end + 1)
     # the level before: a jump early enough to fall inside the early window lifts that window's

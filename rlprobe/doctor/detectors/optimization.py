@@ -362,6 +362,52 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
 # ---------------------------------------------------------------------------------------------
 # VALUE_DIVERGENCE
 # ---------------------------------------------------------------------------------------------
+def _value_loss_from_opening(ctx: DetectorContext, vl: MetricFeatures, p: dict[str, Any]) -> Finding | None:
+    """A value loss that left the run's first logged points inside the early window and stayed.
+
+    The early window is the yardstick of the main test; a value head that diverges in the first
+    few steps (a learning rate meant for the policy, a reward scale it was not initialised for)
+    raises that yardstick with it and hides. The first `opening` (3) logged points are the
+    value head as it came in, before any of this run's updates could move it much; a loss held
+    at loss_ratio_critical (10x) of their median or more, from a sustained stretch to the last
+    logged points, is an order of magnitude of error the head did not have at the start. A
+    fresh value head starts at its worst and improves, so a healthy run's loss does not do
+    this; the test is held to the stricter ratio and to a warning, because three points are a
+    thin reference."""
+    value = np.asarray(vl.value, dtype=float)
+    ok = np.isfinite(value) & (value > 0)
+    opening = 3
+    first = np.flatnonzero(ok)[:opening]
+    if len(first) < 2 or ok.sum() < 8:
+        return None
+    level = float(np.median(value[first]))
+    n = len(value)
+    sustain = sustain_points(n, p["sustain_frac"])
+    high = ok & (value >= p["loss_ratio_critical"] * level)
+    hit = held_stretch(high, sustain, not_before=int(first[-1]) - 1)
+    if hit is None or not still_holds(high, hit[1], sustain):
+        return None
+    start, end = hit
+    # dated where it left the opening level (half-way to loss_ratio_warn in log, as the main test)
+    onset = raw_onset(Episode(start, end, "warn", start), ok & (value >= math.sqrt(p["loss_ratio_warn"]) * level),
+                      floor=1).onset
+    episode = Episode(start, end, "warn", onset)
+    ratio = value[start : end + 1] / level
+    typical = float(np.nanmedian(ratio))
+    return make_finding(
+        ctx, "VALUE_DIVERGENCE", episode, vl,
+        confidence(typical / p["loss_ratio_critical"] - 1.0, 1.5, end - start + 1, sustain),
+        f"The value loss rose to {typical:.0f}x its level at the run's first logged steps ({level:.3g}) and stayed there "
+        "to the last logged step: the value head got worse than it started, so PPO's advantages are now mostly noise.",
+        {"value_loss_opening": level, "value_loss_ratio_typical": typical, "value_loss_peak_ratio": float(np.nanmax(ratio))},
+        [
+            "Lower the value learning rate or vf_coef; check value clipping (cliprange_value) against the reward scale.",
+            "Normalise or clip rewards so the returns the value head must predict keep a stable scale.",
+            "Check how the value head is initialised (from the reward model, or a fresh head) against the reward scale.",
+        ],
+    ).model_copy(update={"ongoing": True})
+
+
 @detects("VALUE_DIVERGENCE")
 def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """The PPO value head stops predicting returns: explained variance <= 0, value loss runs away.
@@ -411,7 +457,7 @@ def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     critical |= ev_bad & loss_bad
     episode = find_episode(feat, warn, critical, sustain, refine_with=refine, not_before=baseline_end(n) // 2)
     if episode is None:
-        return None
+        return _value_loss_from_opening(ctx, vl, p) if use_vl else None
     # the same tests on the logged values, not their trailing median: the date of the first of them
     raw_bad = np.zeros(n, dtype=bool)
     if use_ev:

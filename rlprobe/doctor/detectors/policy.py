@@ -242,6 +242,75 @@ def kl_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     feat = ctx.features(metric)
     if feat is None or len(feat) < 20:
         return None
+    return _kl_trend_break(ctx, p, feat, metric) or _kl_runaway_from_opening(ctx, p, feat, metric)
+
+
+def _kl_runaway_from_opening(ctx: DetectorContext, p: dict[str, Any], feat: MetricFeatures, metric: str) -> Finding | None:
+    """KL that ran away from the run's first steps on, so there was never a trend to break.
+
+    The trend test needs a stretch of KL growing like a power of the step before the break; a
+    policy that escapes the reference within the first few steps has none, and its whole climb
+    is read as the trend. Healthy KL, once it is measurable (min_kl nats) and the learning rate
+    has arrived (warmup_share of its peak), grows at most about linearly in the step: a
+    hundred-fold rise would take a hundred times the steps it took to get there. KL that
+    multiplies by runaway_ratio (100x) from that first measurable point faster than the square
+    of the step (log-log slope of at least runaway_exponent, 2) and keeps at least half the level
+    it reached for the rest of the run has no healthy reading. Critical at 10x runaway_ratio.
+    It is dated at the first logged point that stood at 10x (the square root of the ratio, in
+    log) the first measurable level, in the unbroken run of points leading into the rise."""
+    value = centred_median(np.asarray(feat.value, dtype=float), 5)
+    steps = feat.step.astype(float)
+    n = len(value)
+    measurable = np.flatnonzero(np.isfinite(value) & (value >= p["min_kl"]) & (steps > 0))
+    if not len(measurable):
+        return None
+    a = int(measurable[0])
+    warm = ctx.lr_reached_step(p["warmup_share"])
+    if warm is not None:
+        a = max(a, int(np.searchsorted(feat.step, warm)))
+    if a >= n - 2 or not np.isfinite(value[a]) or value[a] <= 0:
+        return None
+    level = float(value[a])
+    sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    for j in range(a + 1, n - sustain + 1):
+        v = value[j]
+        if not np.isfinite(v) or v < p["runaway_ratio"] * level or steps[j] <= steps[a]:
+            continue
+        exponent = math.log(v / level) / math.log(steps[j] / steps[a])
+        rest = value[j:]
+        rest = rest[np.isfinite(rest)]
+        tail = value[n - sustain :]
+        tail = tail[np.isfinite(tail)]
+        if exponent < p["runaway_exponent"] or not len(tail) or float(np.median(rest)) < 0.5 * v or float(np.median(tail)) < 0.5 * v:
+            continue
+        peak = float(np.nanmax(value[j:]))
+        severity = "critical" if peak >= 10.0 * p["runaway_ratio"] * level else "warn"
+        raw = np.asarray(feat.value, dtype=float)
+        episode = raw_onset(Episode(j, n - 1, severity, j), np.nan_to_num(raw, nan=0.0) >= math.sqrt(p["runaway_ratio"]) * level,
+                            floor=a + 1)
+        first_step = feat.step_at(episode.onset)
+        now = float(np.nanmedian(tail))
+        return make_finding(
+            ctx, "KL_BLOWUP", episode, feat,
+            confidence(math.log(peak / level) / math.log(p["runaway_ratio"]) - 1.0, 0.7, n - j, sustain),
+            f"KL to the reference ({metric}) ran away from the first steps: from {level:.3g} at step {int(steps[a])} to "
+            f"{v:.3g} by step {int(steps[j])} ({v / level:.0f}x, faster than the square of the step; healthy KL grows at "
+            f"most about linearly), peak {peak:.3g}, and it stays there (now {now:.3g}): the policy escaped the reference "
+            f"from step {first_step} on.",
+            {f"{metric}_first_measurable": level, f"{metric}_at_runaway": float(v), f"{metric}_peak": peak,
+             f"{metric}_now": now, "growth_exponent": exponent},
+            [
+                "Raise the KL coefficient (beta), or use an adaptive KL controller; lower the learning rate.",
+                "Check the learning-rate warm-up: a run that starts at full rate can leave the reference in its first steps.",
+                "Compare the linked samples with early ones for drift in style or format; check the reward for an exploit.",
+            ],
+            sample_order="kl_contribution DESC NULLS LAST",
+        ).model_copy(update={"ongoing": True})
+    return None
+
+
+def _kl_trend_break(ctx: DetectorContext, p: dict[str, Any], feat: MetricFeatures, metric: str) -> Finding | None:
+    """KL_BLOWUP's main test: a break away from KL's own power-law trend (see kl_blowup)."""
     # KL of one step is a noisy sample (a batch where the policy barely moved logs ~0, and in
     # log space those points would dominate any fit): the trend is fitted to a centred 5-point
     # median, which follows a real break without lag and ignores single outliers.
