@@ -794,3 +794,32 @@ def test_a_loss_that_was_never_finite_is_a_gradient_pathology_from_step_1() -> N
     assert f.severity == "critical" and f.first_step == 1
     reasons = {s.signature_id: s.reason for s in d.skipped}
     assert "entropy_mean" in reasons["ENTROPY_COLLAPSE"]
+
+
+def test_a_step_time_that_steps_up_once_and_holds_is_a_slow_down() -> None:
+    """72 points every 10 steps: step time ~65 s to step 130, then ~170 s for the rest of the run
+    while completion length does not move. No trend over the plateau; the level moved by many
+    times its noise and stayed."""
+    n = 72
+    r = rng(108)
+    i = np.arange(n)
+    st = np.where(i < 13, 65.0, 170.0) * np.exp(r.normal(0, 0.05, n))
+    t = table(n, step_every=10, step_time_s=st, completion_len_mean=220 + r.normal(0, 5, n), reward_mean=1.0 + r.normal(0, 0.1, n))
+    f = findings(t)["THROUGHPUT_ROT"]
+    assert f.severity == "warn" and 130 <= f.first_step <= 150
+    # noise around one level is not a slow-down
+    t = table(n, step_every=10, step_time_s=65.0 * np.exp(r.normal(0, 0.05, n)), completion_len_mean=220 + r.normal(0, 5, n))
+    assert "THROUGHPUT_ROT" not in findings(t)
+
+
+def test_a_reward_that_slides_down_in_stages_is_one_collapse() -> None:
+    """393 steps: reward ~0.68 (means over 16 prompts, so each step also wobbles with the prompts
+    drawn) to step 200, then down over 37 steps to ~0.32 and held. The segmentation cuts such a
+    slide into stages that are each small against the noise; together they are one fall, and
+    every one of ten such runs is caught."""
+    n = 393
+    i = np.arange(n)
+    for seed in range(200, 210):
+        p = np.interp(i, [0, 200, 237, n], [0.68, 0.68, 0.32, 0.33]) + rng(seed).normal(0, 0.09, n)
+        f = findings(table(n, reward_mean=np.round(np.clip(p, 0, 1) * 80) / 80)).get("REWARD_COLLAPSE")
+        assert f is not None and f.severity in ("warn", "critical") and 200 <= f.first_step <= 240, seed

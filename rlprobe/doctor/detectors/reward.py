@@ -31,7 +31,7 @@ from rlprobe.doctor.series import (
     window,
 )
 from rlprobe.doctor.stats import (
-    bounded_level_shifts, bounded_noise, ffill, granularity, level_before, level_reached, level_shifts, mann_kendall, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
+    Shift, bounded_level_shifts, bounded_noise, ffill, granularity, level_before, level_reached, level_shifts, mann_kendall, nanmedian, point_noise, theil_sen, trailing_mean, trailing_median,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -905,6 +905,37 @@ def reward_floor(ctx: DetectorContext, value: np.ndarray) -> float:
     return 0.0 if float(np.min(v)) >= 0.0 else float(np.min(v))
 
 
+def _fall_z(value: np.ndarray, shifts: list[Shift], j: int, min_z: float, ramp: int, noise: float) -> tuple[float, int]:
+    """How many standard errors a fall ending with shifts[j] took, counting the stages it came in,
+    and the index where its first stage began.
+
+    A reward that slides down over a few dozen steps is cut by the segmentation into stages,
+    each under min_z standard errors on its own (0.69 -> 0.49 -> 0.31, -3.6 each) though the
+    whole fall is ten. Falling stages with at most a ramp's length between them (5% of the run,
+    at least the sustain stretch), and the small wobbles between them (under min_z), are one
+    fall: its size is the median of the stretch before the first stage against the median
+    after the last, in standard errors of the two medians under the series' noise."""
+    first, k = j, j
+    while k > 0:
+        prev = shifts[k - 1]
+        if shifts[k].at - prev.at > ramp:
+            break
+        if prev.after < prev.before:
+            first = k - 1
+        elif abs(prev.z) >= min_z:
+            break
+        k -= 1
+    if first == j:
+        return -shifts[j].z, shifts[j].at
+    before = value[shifts[first].start : shifts[first].at]
+    after = value[shifts[j].at : shifts[j].end + 1]
+    before, after = before[np.isfinite(before)], after[np.isfinite(after)]
+    if not len(before) or not len(after):
+        return -shifts[j].z, shifts[j].at
+    se = 1.25 * noise * math.sqrt(1.0 / len(before) + 1.0 / len(after))
+    return max(-shifts[j].z, float(np.median(before) - np.median(after)) / se), shifts[first].at
+
+
 @detects("REWARD_COLLAPSE")
 def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """The reward's level falls far and stays down: the policy broke.
@@ -946,22 +977,27 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     opening = nanmedian(value[: max(3, int(0.05 * n))])
     shifts = level_shifts(value, noise, min_size=int(p["min_points"]), lookback=max(8, n // 3))
     came_back: tuple[int, int, float, float, float, int, float] | None = None
+    ramp = max(sustain, int(math.ceil(0.05 * n)))
     for j, shift in enumerate(shifts):
         drop = shift.before - shift.after
         height = shift.before - floor
-        if drop <= 0 or height <= 0 or -shift.z < p["min_drop_noise"]:
+        if drop <= 0 or height <= 0:
+            continue
+        z, fell_at = _fall_z(value, shifts, j, p["min_drop_noise"], ramp, noise)
+        if z < p["min_drop_noise"]:
             continue
         # the level it held before (a fall in stages counts from the first stage's level) and the
         # level it ended at (a fall that continues counts to its bottom)
         top, top_lo = level_before(shifts, j, p["min_drop_noise"])
-        if shift.at - top_lo < sustain:
+        top_lo = min(top_lo, fell_at)  # the stretch that held the level ends where the fall began
+        if fell_at - top_lo < sustain:
             continue  # the level before is a blip of a few points, not a level the reward held
         height = top - floor
         if (top - shift.after) / height < p["drop_warn"]:
             continue
         mid = top - 0.5 * (top - shift.after)
         below = ok & (value <= mid)
-        hit = held_stretch(below, sustain, not_before=max(0, shift.at - 2))
+        hit = held_stretch(below, sustain, not_before=max(0, fell_at - 2))
         if hit is None:
             continue
         start, end = hit
@@ -972,7 +1008,7 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             held = end - start + 1
             if (came_back is None and (top - shift.after) / height >= p["drop_critical"]
                     and held >= max(2 * sustain, 5) and end < n - sustain):
-                came_back = (start, end, top, shift.after, -shift.z, top_lo, height)
+                came_back = (start, end, top, shift.after, z, top_lo, height)
             continue
         # the fall counts to its bottom only where the words show one (a further fall beyond the
         # noise): "fell from 0.07 to 0.047, losing 56%" would quote a share of a lower level unsaid
@@ -982,8 +1018,8 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         severity = "critical" if share >= p["drop_critical"] else "warn"
         since = (f"and has not recovered (last points: {final:.3g})" if final <= shift.after + 0.25 * (top - shift.after)
                  else f"and has only partly recovered (last points: {final:.3g})")
-        return _collapse_finding(ctx, feat, p, Episode(start, end, severity, start), top, top_lo, shift.at, shift.after,
-                                 bottom, share, -shift.z, noise, floor, final, opening, since, ongoing=True)
+        return _collapse_finding(ctx, feat, p, Episode(start, end, severity, start), top, top_lo, fell_at, shift.after,
+                                 bottom, share, z, noise, floor, final, opening, since, ongoing=True)
     if came_back is not None:
         start, end, top, after, z, top_lo, height = came_back
         since = (f"and held there to step {feat.step_at(end)}; it has come back since (last points: {final:.3g}). "
