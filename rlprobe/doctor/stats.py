@@ -7,8 +7,10 @@ ignores NaN where that is the honest thing to do.
 
 from __future__ import annotations
 
+import heapq
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -215,6 +217,48 @@ def centred_median(x: np.ndarray, k: int = 5) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmedian(windows, axis=1)
+
+
+def prefix_quantiles(x: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """[k, i]: the qs[k] quantile of the finite values x[:i] (np.quantile's linear interpolation,
+    the same float up to rounding; np.percentile's exactly), NaN for i = 0.
+
+    What each point is judged against when only what came before it counts (a divergence early
+    in a run must not be hidden by its own values). np.quantile of every prefix is quadratic
+    (0.2 s for a 1,000-point series); here, for each q, two heaps hold the prefix's values at
+    or below the order statistic the quantile starts from and those above it, and each new
+    value moves at most one across: O(n log n).
+    """
+    x = np.asarray(x, dtype=float)
+    n = len(x)
+    out = np.full((len(qs), n), np.nan)
+    if n < 2:
+        return out
+    sizes = np.arange(1, n)  # the prefix of point i has i values
+    for k, q in enumerate(qs):
+        low: list[float] = []  # the values at or below the order statistic, negated (a max-heap)
+        high: list[float] = []  # the values above it
+        below = np.empty(n - 1)  # the order statistic floor((size - 1) q) of each prefix ...
+        above = np.empty(n - 1)  # ... and the one after it (the same at the top)
+        for i in range(n - 1):
+            value = float(x[i])
+            if low and value <= -low[0]:
+                heapq.heappush(low, -value)
+            else:
+                heapq.heappush(high, value)
+            keep = math.floor(i * q) + 1  # prefix of i + 1 values: order statistics 0 .. floor(i q)
+            while len(low) > keep:
+                heapq.heappush(high, -heapq.heappop(low))
+            while len(low) < keep:
+                heapq.heappush(low, -heapq.heappop(high))
+            below[i] = -low[0]
+            above[i] = high[0] if high else -low[0]
+        virtual = (sizes - 1) * q
+        gamma = virtual - np.floor(virtual)
+        diff = above - below
+        # numpy's lerp: from the nearer end, so that gamma = 1 gives the upper value exactly
+        out[k, 1:] = np.where(gamma >= 0.5, above - diff * (1 - gamma), below + diff * gamma)
+    return out
 
 
 def ffill(x: np.ndarray) -> np.ndarray:
