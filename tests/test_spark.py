@@ -348,6 +348,7 @@ QUERIES = [
     ("runs_last_write", "SELECT run_id, last_write_at FROM runs", {}),
     ("steps_per_run", "SELECT run_id, count(*) AS n, count(DISTINCT step) AS d, max(step) AS last, "
                       "sum(reward_mean) AS r FROM steps GROUP BY run_id", {}),
+    ("doctor_bin_width", "SELECT * FROM {v}doctor_bin_width", {}),
     ("doctor_series", "SELECT * FROM {v}doctor_series", {}),
     ("doctor_binned", "SELECT * FROM {v}doctor_binned", {}),
     ("doctor_baseline", "SELECT * FROM {v}doctor_baseline", {}),

@@ -364,7 +364,7 @@ class _LiveTables:
         """
         con = self.con
         ((step_min, width),) = con.execute(
-            # doctor_binned's bin width (sql/v1/detectors/10_doctor_binned.sql)
+            # doctor_binned's bins, as sql/v1/detectors/00_doctor_bin_width.sql cuts them (one run here)
             "SELECT min(step), greatest(1, CAST(ceil((max(step) - min(step) + 1) / 1000.0) AS BIGINT)) FROM live_steps"
         ).fetchall()
         bins = None if step_min is None else (int(step_min), int(width))

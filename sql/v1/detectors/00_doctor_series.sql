@@ -1,26 +1,19 @@
 -- name: doctor_series
 -- kind: feature
--- depends: steps
+-- depends: steps, doctor_bin_width
 -- doc: The step metrics the doctor's detectors read, in long form: one row per run, step and
 -- doc: metric. Metrics a run did not log produce no rows (UNPIVOT drops NULLs), which is how a
 -- doc: detector whose inputs are absent knows to stay silent. bin is the step's bin in
 -- doc: doctor_binned: each run's steps cut into at most 1,000 bins of consecutive steps of equal
--- doc: width (one step per bin for runs of up to 1,000 steps). It is found per step before the
--- doc: unpivot, a join of one row per step rather than one per step and metric.
+-- doc: width (one step per bin for runs of up to 1,000 steps; doctor_bin_width). It is found per
+-- doc: step before the unpivot, a join of one row per step rather than one per step and metric.
 -- columns: run_id VARCHAR, step BIGINT, metric VARCHAR, value DOUBLE, bin BIGINT
 
 CREATE OR REPLACE VIEW v1.doctor_series AS
-WITH extent AS (
-    SELECT run_id, min(step) AS step_min, max(step) AS step_max
-    FROM v1.steps
-    GROUP BY run_id
-), sized AS (
-    SELECT run_id, step_min, greatest(1, CAST(ceil((step_max - step_min + 1) / 1000.0) AS BIGINT)) AS width
-    FROM extent
-), tagged AS (
+WITH tagged AS (
     SELECT s.*, CAST(floor((s.step - z.step_min) / z.width) AS BIGINT) AS bin
     FROM v1.steps AS s
-    JOIN sized AS z ON z.run_id = s.run_id
+    JOIN v1.doctor_bin_width AS z ON z.run_id = s.run_id
 )
 SELECT run_id, step, metric, value, bin
 FROM tagged

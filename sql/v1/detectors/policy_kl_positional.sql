@@ -1,26 +1,19 @@
 -- name: feat_policy_kl_positional
 -- kind: feature
--- depends: steps
+-- depends: steps, doctor_bin_width
 -- doc: Where along the completion the KL to the reference sits, per run and bin (the bins of
--- doc: doctor_binned: at most 1,000 per run). Each logged kl_positional list (KL per position
--- doc: bucket) is turned into shares of its total (negative bucket values count as 0; lists
--- doc: with a non-finite entry or no positive total are left out): top1_share and top2_share
--- doc: (the largest and the two largest buckets' share), eff_buckets (1 / sum of squared
--- doc: shares: 8 for KL spread evenly over 8 buckets, 1 for all of it in one) and top_bucket
--- doc: (0-based index of the largest bucket), averaged over the bin (top_bucket: its most
--- doc: frequent value). kl_total is the mean bucket sum.
+-- doc: doctor_binned, from doctor_bin_width: at most 1,000 per run). Each logged kl_positional
+-- doc: list (KL per position bucket) is turned into shares of its total (negative bucket values
+-- doc: count as 0; lists with a non-finite entry or no positive total are left out): top1_share
+-- doc: and top2_share (the largest and the two largest buckets' share), eff_buckets (1 / sum of
+-- doc: squared shares: 8 for KL spread evenly over 8 buckets, 1 for all of it in one) and
+-- doc: top_bucket (0-based index of the largest bucket), averaged over the bin (top_bucket: its
+-- doc: most frequent value). kl_total is the mean bucket sum.
 -- columns: run_id VARCHAR, bin BIGINT, step BIGINT, step_hi BIGINT, n BIGINT, n_buckets BIGINT,
 -- columns: kl_total DOUBLE, top1_share DOUBLE, top2_share DOUBLE, eff_buckets DOUBLE, top_bucket BIGINT
 
 CREATE OR REPLACE VIEW v1.feat_policy_kl_positional AS
-WITH extent AS (
-    SELECT run_id, min(step) AS step_min, max(step) AS step_max
-    FROM v1.steps
-    GROUP BY run_id
-), sized AS (
-    SELECT run_id, step_min, greatest(1, CAST(ceil((step_max - step_min + 1) / 1000.0) AS BIGINT)) AS width
-    FROM extent
-), elems AS (
+WITH elems AS (
     SELECT run_id, step, unnest(kl_positional) AS x, unnest(range(len(kl_positional))) AS pos
     FROM v1.steps
     WHERE kl_positional IS NOT NULL AND len(kl_positional) >= 2
@@ -50,7 +43,7 @@ WITH extent AS (
         l.total * l.total / l.sq AS eff,
         l.top_bucket
     FROM per_list AS l
-    JOIN sized AS z ON z.run_id = l.run_id
+    JOIN v1.doctor_bin_width AS z ON z.run_id = l.run_id
 )
 SELECT
     run_id,
