@@ -823,3 +823,24 @@ def test_a_reward_that_slides_down_in_stages_is_one_collapse() -> None:
         p = np.interp(i, [0, 200, 237, n], [0.68, 0.68, 0.32, 0.33]) + rng(seed).normal(0, 0.09, n)
         f = findings(table(n, reward_mean=np.round(np.clip(p, 0, 1) * 80) / 80)).get("REWARD_COLLAPSE")
         assert f is not None and f.severity in ("warn", "critical") and 200 <= f.first_step <= 240, seed
+
+
+def test_a_mismatch_jump_in_a_sparse_log_is_dated_where_it_left_its_level() -> None:
+    """Logged every 10 steps: the log-prob gap 0.008, 0.013, then 0.04 at step 30 (3x), 0.08, 0.14
+    and ~0.19 from there. Half-way in log to the new level is step 40; the gap had already
+    left its level at step 30, and that is where a reader dates it."""
+    r = rng(110)
+    gap = np.concatenate([[0.008, 0.013, 0.04, 0.084, 0.138, 0.179], np.full(30, 0.193)]) * np.exp(r.normal(0, 0.03, 36))
+    f = findings(table(36, step_every=10, logprob_mismatch=gap, reward_mean=0.4 + r.normal(0, 0.03, 36)))["TRAIN_INFERENCE_MISMATCH"]
+    assert f.first_step == 30
+
+
+def test_step_time_that_creeps_up_from_the_first_step_is_measured_from_the_opening() -> None:
+    """1,800 steps: step time grows linearly from 124 s to 555 s from the first step, completion
+    length flat. The early window is already on the creep; the opening is what a step cost."""
+    n = 1800
+    r = rng(111)
+    st = np.linspace(124, 555, n) * np.exp(r.normal(0, 0.05, n))
+    t = table(n, step_time_s=st, completion_len_mean=85 + r.normal(0, 4, n), reward_mean=0.5 + r.normal(0, 0.05, n))
+    f = findings(t)["THROUGHPUT_ROT"]
+    assert f.severity == "warn" and f.first_step <= 400 and f.evidence["step_time_s_baseline"] < 150

@@ -592,6 +592,13 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         return None
     ratio = finite_or(feat.ratio, 1.0)
     sustain = sustain_points(len(feat), p["sustain_frac"])
+    # a creep that began with the run has already lifted the early window: the run's opening
+    # (its first 5%, at least 3 points) is the cost of a step before it, when it is lower (the
+    # first steps are slower, not faster, when compilation or cache warm-up is all they add)
+    value = np.asarray(feat.value, dtype=float)
+    opening = nanmedian(value[: max(3, int(0.05 * len(feat)))])
+    early = opening if np.isfinite(opening) and 0 < opening < feat.b_median else float(feat.b_median)
+    ratio = finite_or(feat.smooth, feat.b_median) / early
     episode = find_episode(
         feat, warn=ratio >= p["ratio_info"], critical=np.zeros(len(feat), dtype=bool), sustain=sustain,
         refine_with=finite_or(feat.smooth, feat.b_median), not_before=baseline_end(len(feat)),
@@ -601,7 +608,7 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     log_smooth = np.log(np.maximum(finite_or(feat.smooth, feat.b_median), 1e-12))
     episode = Episode(episode.start, episode.end, "info",
                       refine_onset(log_smooth, episode.start, baseline_end(len(feat)) // 2, episode.start + 2 * sustain))
-    raw_ratio = np.asarray(feat.value, dtype=float) / feat.b_median
+    raw_ratio = value / early
     episode = raw_onset(episode, np.nan_to_num(raw_ratio, nan=0.0) >= p["ratio_info"], floor=baseline_end(len(feat)) // 2)
     # the trend is read after the early window, or from just before the onset when the slow-down
     # began inside it (a jump that then holds has no trend left after the window)
@@ -616,7 +623,7 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     # the level before: a jump early enough to fall inside the early window lifts that window's
     # median, so the steps before the onset say better what a step cost before it (never more
     # than the window: a slow creep before the onset does not move the reference up)
-    base = feat.b_median
+    base = early
     before = np.asarray(feat.value[: episode.onset], dtype=float)
     before = before[np.isfinite(before)]
     if len(before) >= sustain and 0 < float(np.median(before)) < base:

@@ -899,7 +899,11 @@ def _mismatch_jump(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, fl
         if jump.after < p["abs_floor"]:
             continue
         severity: Severity = "critical" if jump.rise >= math.log(p["ratio_critical"]) else "warn"
-        return Episode(jump.start, jump.end, severity, jump.start), jump.before
+        # dated where the gap left its level on the way up (sqrt(ratio_warn), half-way to the
+        # threshold in log), in the unbroken run of logged points leading into the jump's stretch
+        raw = np.asarray(feat.value, dtype=float)
+        left = np.nan_to_num(raw, nan=0.0) >= math.sqrt(p["ratio_warn"]) * jump.before
+        return raw_onset(Episode(jump.start, jump.end, severity, jump.start), left, floor=1), jump.before
     return None
 
 

@@ -258,10 +258,11 @@ def _kl_runaway_from_opening(ctx: DetectorContext, p: dict[str, Any], feat: Metr
     it reached for the rest of the run has no healthy reading. Critical at 10x runaway_ratio.
     It is dated at the first logged point that stood at 10x (the square root of the ratio, in
     log) the first measurable level, in the unbroken run of points leading into the rise."""
-    value = centred_median(np.asarray(feat.value, dtype=float), 5)
+    raw = np.asarray(feat.value, dtype=float)
+    value = centred_median(raw, 5)
     steps = feat.step.astype(float)
     n = len(value)
-    measurable = np.flatnonzero(np.isfinite(value) & (value >= p["min_kl"]) & (steps > 0))
+    measurable = np.flatnonzero(np.isfinite(raw) & (raw >= p["min_kl"]) & (steps > 0))
     if not len(measurable):
         return None
     a = int(measurable[0])
@@ -270,7 +271,10 @@ def _kl_runaway_from_opening(ctx: DetectorContext, p: dict[str, Any], feat: Metr
         a = max(a, int(np.searchsorted(feat.step, warm)))
     if a >= n - 2 or not np.isfinite(value[a]) or value[a] <= 0:
         return None
-    level = float(value[a])
+    # the level where KL became measurable: the logged value there, unless its centred median is
+    # lower (at the series' first point that median has only the points after it, and on a
+    # runaway they are already far up: 0.0096, 0.27, 1.1 has a "median" of 0.27 at 0.0096)
+    level = float(min(value[a], raw[a])) if np.isfinite(raw[a]) and raw[a] > 0 else float(value[a])
     sustain = sustain_points(n, p["sustain_frac"], floor=3)
     for j in range(a + 1, n - sustain + 1):
         v = value[j]
@@ -285,7 +289,6 @@ def _kl_runaway_from_opening(ctx: DetectorContext, p: dict[str, Any], feat: Metr
             continue
         peak = float(np.nanmax(value[j:]))
         severity = "critical" if peak >= 10.0 * p["runaway_ratio"] * level else "warn"
-        raw = np.asarray(feat.value, dtype=float)
         episode = raw_onset(Episode(j, n - 1, severity, j), np.nan_to_num(raw, nan=0.0) >= math.sqrt(p["runaway_ratio"]) * level,
                             floor=a + 1)
         first_step = feat.step_at(episode.onset)
