@@ -844,3 +844,17 @@ def test_step_time_that_creeps_up_from_the_first_step_is_measured_from_the_openi
     t = table(n, step_time_s=st, completion_len_mean=85 + r.normal(0, 4, n), reward_mean=0.5 + r.normal(0, 0.05, n))
     f = findings(t)["THROUGHPUT_ROT"]
     assert f.severity == "warn" and f.first_step <= 400 and f.evidence["step_time_s_baseline"] < 150
+
+
+def test_a_change_inside_a_bin_of_a_long_run_is_dated_at_its_logged_step() -> None:
+    """9,740 steps logged every 5 (bins of 10 steps, two logged points each): the reward
+    function returns 0 for every rollout from step 3220, the second point of the bin 3215-3220.
+    The bin's mean sits between the levels; the logged steps say when it happened."""
+    n = 1948
+    r = rng(112)
+    steps = np.arange(1, n + 1) * 5
+    alive = steps < 3220
+    t = table(n, step_every=5, reward_mean=np.where(alive, 0.5 + r.normal(0, 0.05, n), 0.0),
+              reward_std=np.where(alive, 0.3 + r.normal(0, 0.03, n), 0.0))
+    f = findings(t)["REWARD_STD_DEATH"]
+    assert f.severity == "critical" and f.first_step == 3220

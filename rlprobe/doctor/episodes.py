@@ -10,6 +10,7 @@ links to the samples captured while it held.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,8 +120,16 @@ def make_finding(
     actions: list[str],
     sample_order: str = "abs(advantage) DESC NULLS LAST",
 ) -> Finding:
-    """A Finding for an episode, with links to the samples captured while it held."""
+    """A Finding for an episode, with links to the samples captured while it held.
+
+    On a run binned coarser than its steps, the first step is moved inside the bin before the
+    episode when that bin's last logged steps already sit at the episode's level (onset_in_bin),
+    and the explanation's "step N" follows it."""
     first_step, last_step = episode.steps(feat)
+    inside = onset_in_bin(ctx, feat, episode.onset)
+    if inside is not None and inside < first_step:
+        explanation = re.sub(rf"\b(steps?) {first_step}\b", rf"\g<1> {inside}", explanation)
+        first_step = inside
     try:
         links = ctx.sample_ids(first_step, last_step, order_by=sample_order)
     except Exception:  # samples captured without the column the order needs (in-memory views)
@@ -136,6 +145,42 @@ def make_finding(
         suggested_actions=actions,
         links_to_samples=links,
     )
+
+
+def onset_in_bin(ctx: DetectorContext, feat: MetricFeatures, index: int, span: int = 5) -> int | None:
+    """The first step of a change that began inside the bin before `index`, from the steps as
+    logged, or None.
+
+    A run longer than the doctor's bins (at most 1,000 a run) is read bin by bin, and a bin the
+    change happened in holds steps from both sides: its mean sits between the two levels, and
+    the episode starts a bin late. Each logged step of that bin is given to the level it is
+    nearer, the level before (the steps of up to `span` bins before it) or the episode's (its
+    first `span` bins); the unbroken run of steps at the episode's level that ends the bin is
+    where the change began (a reward function that returned 0 from step 3220 of a bin of steps
+    3215 and 3220)."""
+    if index <= 0 or index >= len(feat) or int(feat.step_hi[index - 1]) <= int(feat.step[index - 1]):
+        return None  # one step a bin: nothing inside it to read
+    name = feat.metric if feat.metric in ctx.raw else f"reward_component.{feat.metric}"
+    if name not in ctx.raw or "step" not in ctx.raw:
+        return None
+    steps, values = ctx.raw["step"], ctx.raw[name]
+    lo, hi = int(feat.step[index - 1]), int(feat.step_hi[index - 1])
+    n = len(feat)
+    before = values[(steps >= int(feat.step[max(0, index - 1 - span)])) & (steps < lo)]
+    during = values[(steps >= int(feat.step[index])) & (steps <= int(feat.step_hi[min(n - 1, index + span - 1)]))]
+    before, during = before[np.isfinite(before)], during[np.isfinite(during)]
+    if len(before) < 2 or len(during) < 2:
+        return None
+    was, now = float(np.median(before)), float(np.median(during))
+    if was == now:
+        return None
+    bin_rows = (steps >= lo) & (steps <= hi) & np.isfinite(values)
+    in_steps, in_values = steps[bin_rows], values[bin_rows]
+    near = np.abs(in_values - now) < np.abs(in_values - was)
+    k = len(near)
+    while k > 0 and near[k - 1]:
+        k -= 1
+    return int(in_steps[k]) if k < len(near) else None
 
 
 def _round(value: Any) -> Any:
