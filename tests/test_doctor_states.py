@@ -858,3 +858,17 @@ def test_a_change_inside_a_bin_of_a_long_run_is_dated_at_its_logged_step() -> No
               reward_std=np.where(alive, 0.3 + r.normal(0, 0.03, n), 0.0))
     f = findings(t)["REWARD_STD_DEATH"]
     assert f.severity == "critical" and f.first_step == 3220
+
+
+def test_a_grad_norm_that_jumps_for_good_in_the_first_steps_is_growth() -> None:
+    """1,700 steps: grad norm ~1 for the first 13 steps, then ~14 (log-normal, wide) for the rest
+    of the run. The early window is already on the new level; the jump is read from the levels."""
+    n = 1700
+    r = rng(113)
+    i = np.arange(n)
+    g = np.where(i < 13, 1.0, 14.0) * np.exp(r.normal(0, 0.6, n))
+    f = findings(table(n, grad_norm=g, reward_mean=0.6 + r.normal(0, 0.1, n)))["GRAD_PATHOLOGY"]
+    assert f.severity in ("warn", "critical") and 12 <= f.first_step <= 16 and "early in the run" in f.explanation
+    # the same spread around one level from the first step is not growth
+    f = findings(table(n, grad_norm=14.0 * np.exp(r.normal(0, 0.6, n)), reward_mean=0.6 + r.normal(0, 0.1, n)))
+    assert "GRAD_PATHOLOGY" not in loud(f)

@@ -643,7 +643,7 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
         not_before=baseline_end(n),
     )
     if episode is None:
-        return None
+        return _growth_in_early_window(feat, p, w)
     # growth that has not recovered: a burst of a few steps (after a bad batch) settles back
     if float(np.median(ratio[episode.start :])) < p["growth_ratio_warn"] / 2:
         return None
@@ -688,6 +688,37 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
             "grad_norm_now": float(level[-1]),
         },
     }
+
+
+def _growth_in_early_window(feat: MetricFeatures, p: dict[str, Any], w: int) -> dict[str, Any] | None:
+    """Grad-norm growth that happened inside the early window, read from its own log levels.
+
+    The early window is the main test's yardstick; a grad norm that jumped to many times its
+    level within it (a learning rate that only bites once warm-up ends, a loss term that blows
+    up in the first dozen steps) lifts the yardstick with it. Log grad norm is cut into levels
+    (episodes.log_level_jumps: segmentation under its own point noise, so the batch-to-batch
+    spread of group-relative RL raises the bar) and a rise to growth_ratio_warn (6x) the level
+    held before it, at z >= 4 and inside the early window, that still holds at the last logged
+    points, is growth; critical at growth_ratio_critical."""
+    n = len(feat)
+    sustain = sustain_points(n, p["growth_sustain_frac"], floor=4)
+    for jump in log_level_jumps(feat.value, p["growth_ratio_warn"], 4.0, sustain):
+        if jump.start >= baseline_end(n) or not jump.ongoing:
+            continue
+        ratio = jump.after / jump.before
+        severity: Severity = "critical" if ratio >= p["growth_ratio_critical"] else "warn"
+        raw = np.nan_to_num(np.asarray(feat.value, dtype=float) / jump.before, nan=0.0)
+        onset = raw_onset(Episode(jump.start, n - 1, severity, jump.start), raw >= p["growth_departure_ratio"], floor=1).onset
+        return {
+            "severity": severity,
+            "confidence": confidence(ratio / p["growth_ratio_warn"] - 1.0, 2.0, n - jump.start, sustain),
+            "first_step": feat.step_at(onset),
+            "last_step": int(feat.step_hi[n - 1]),
+            "text": f"grad norm jumped to {ratio:.0f}x the level it held before (from {jump.before:.3g} to {jump.after:.3g}) "
+                    "early in the run and stays there",
+            "evidence": {"grad_norm_before_jump": jump.before, "grad_norm_after_jump": jump.after, "grad_norm_peak_ratio": ratio},
+        }
+    return None
 
 
 def _loss_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None:
