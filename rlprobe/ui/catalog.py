@@ -364,7 +364,7 @@ class Catalog:
         instead of out to Arrow and back in."""
         sql = f"WITH series AS ({sqlfiles.query(name)})\n{sqlfiles.query('ui_series_json')}"
         with self.session(dirs) as cur:
-            return run(cur, sql, params, "rows")[2]
+            return run(cur, sql, params, "tuples")
 
     def _columns(self, dirs: list[str], files: dict[str, RunFiles]) -> set[str]:
         """The numeric columns of the steps view over dirs (ui_columns), kept while none of the
