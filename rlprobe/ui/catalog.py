@@ -519,8 +519,15 @@ class Catalog:
                 "limit": limit, "cells_cut": cut, "elapsed_s": round(elapsed, 4)}
 
 
-class RawJSON(str):
-    """Text that is already JSON (written by DuckDB): sent as it is, never encoded again."""
+class RawJSON:
+    """Text that is already JSON (written by DuckDB): sent as it is, never encoded again. It holds
+    the text instead of being a str, because making a str subclass of a str copies it: ~8 MB and
+    ~6 ms for an 8-metric chart of ten 100k-step runs."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def dumps(value: Any) -> str:
@@ -534,7 +541,7 @@ def _write_json(value: Any, parts: list[str]) -> None:
     import json
 
     if isinstance(value, RawJSON):
-        parts.append(value)
+        parts.append(value.text)
     elif isinstance(value, dict) and _holds_raw(value):
         parts.append("{")
         for i, (k, v) in enumerate(value.items()):
