@@ -125,7 +125,7 @@ def test_charts_read_from_the_files_are_the_charts_read_through_the_views(mixed_
     assert cat.series_plan(RUNS) is not None  # every one of these runs is read from its files
     span = {"step": (40.5, 190.0), "wall_time": (T0 + 60.0, T0 + 300.25), "relative": (10.0, 200.0)}[x]
     for run_ids in (RUNS, ["live"], ["sparse", "closed"], ["odd"]):
-        for bins, lo, hi in ((1000, None, None), (7, None, None), (50, *span), (1, None, None)):
+        for bins, lo, hi in ((1000, None, None), (7, None, None), (50, *span), (1, None, None), (20, span[0], None), (20, None, span[1])):
             got = _drawn(cat, run_ids, METRICS, x=x, bins=bins, lo=lo, hi=hi)
             want = _through_views(cat, run_ids, METRICS, x=x, bins=bins, lo=lo, hi=hi)
             assert_same_chart(got, want)

@@ -1,20 +1,22 @@
 -- name: series_bins
 -- kind: source
--- depends: (the calling query's relations named by rows and extent)
+-- depends: (the calling query's relation named by rows)
 -- doc: Table macros: the dashboard's min/max-per-bin downsampling, the one definition that
 -- doc: ui_series (over the views) and ui_series_files (over the step files) both call, so the two
 -- doc: ways of reading a chart cannot bin differently. DuckDB-only (COLUMNS, UNPIVOT, query_table)
 -- doc: and reads no file: a source because sources are the DuckDB-only macros, never transpiled.
 -- doc: rows names a relation (a CTE of the calling query) with run_key, step BIGINT, x DOUBLE and
--- doc: one DOUBLE column per name in metrics; extent names a one-row relation with lo and hi;
--- doc: axis is the x axis ('step': x is the step as a DOUBLE, or a time axis). [lo, hi] is cut
+-- doc: one DOUBLE column per name in metrics; lo and hi are the x range (DOUBLE expressions: a
+-- doc: constant, or a scalar subquery; constants let DuckDB drop the range filter where the files'
+-- doc: statistics show every row inside, where a one-row relation joined to every row cost ~6% of
+-- doc: a chart); axis is the x axis ('step': x is the step as a DOUBLE, or a time axis). [lo, hi] is cut
 -- doc: into bins bins of equal x width; per run_key, metric and bin: the smallest and the largest
 -- doc: finite value with the x and step where each occurs (a one-step spike survives any zoom),
 -- doc: the mean of the finite values at their mean x, and the count of non-finite values (NaN/inf)
 -- doc: with the first step holding one. Bins without a value are left out. Every metric is
 -- doc: aggregated side by side (one struct per metric column) and unpivoted only then: one pass
 -- doc: over the rows whatever the number of metrics. v1.bin_figures is one metric's aggregates.
--- columns: (macros) v1.series_bins(rows, extent, metrics, bins, axis) -> run_key, metric VARCHAR,
+-- columns: (macros) v1.series_bins(rows, lo, hi, metrics, bins, axis) -> run_key, metric VARCHAR,
 -- columns: bin BIGINT, n BIGINT, x_min DOUBLE, step_min BIGINT, v_min DOUBLE, x_max DOUBLE,
 -- columns: step_max BIGINT, v_max DOUBLE, x_mean DOUBLE, v_mean DOUBLE, n_nonfinite BIGINT,
 -- columns: nonfinite_step BIGINT; v1.bin_figures(v, x, step, loc) -> STRUCT (aggregates)
@@ -37,11 +39,11 @@ CREATE OR REPLACE MACRO v1.bin_figures(v, x, step, loc) AS {
     'nonfinite_step': min(CASE WHEN NOT isfinite(v) THEN step END)
 };
 
-CREATE OR REPLACE MACRO v1.series_bins(rows, extent, metrics, bins, axis) AS TABLE
+CREATE OR REPLACE MACRO v1.series_bins(rows, lo, hi, metrics, bins, axis) AS TABLE
 WITH placed AS (
-    SELECT r.*, CASE WHEN e.hi > e.lo THEN least(floor((r.x - e.lo) * bins / (e.hi - e.lo)), bins - 1) ELSE 0 END::BIGINT AS bin
-    FROM query_table(rows) AS r, query_table(extent) AS e
-    WHERE r.x BETWEEN e.lo AND e.hi
+    SELECT r.*, CASE WHEN hi > lo THEN least(floor((r.x - lo) * bins / (hi - lo)), bins - 1) ELSE 0 END::BIGINT AS bin
+    FROM query_table(rows) AS r
+    WHERE r.x BETWEEN lo AND hi
 ),
 -- Two ways to say where a value occurs, one per kind of axis. On the step axis x is the step,
 -- so the step alone locates a value (a BIGINT argument: a quarter cheaper than the struct the
