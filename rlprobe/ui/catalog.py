@@ -519,7 +519,8 @@ class Catalog:
                 "limit": limit, "cells_cut": cut, "elapsed_s": round(elapsed, 4)}
 
 
-def files_extent(x: str, files: Sequence[tuple[str, FileFacts]], lo: float | None, hi: float | None) -> tuple[float | None, float | None]:
+def files_extent(x: str, files: Sequence[tuple[str, FileFacts]], lo: float | None,
+                 hi: float | None) -> tuple[float | None, float | None]:
     """The x range of a chart of these files (each with its run) where lo or hi is left open: what
     ui_series takes from the rows of the same runs (sql/v1/ui/queries/ui_series.sql, extent), from
     each file's first and last step and wall_time instead. The step axis spans the runs' first to

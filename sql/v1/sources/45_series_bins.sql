@@ -7,15 +7,16 @@
 -- doc: and reads no file: a source because sources are the DuckDB-only macros, never transpiled.
 -- doc: rows names a relation (a CTE of the calling query) with run_key, step BIGINT, x DOUBLE and
 -- doc: one DOUBLE column per name in metrics; lo and hi are the x range (DOUBLE expressions: a
--- doc: constant, or a scalar subquery; constants let DuckDB drop the range filter where the files'
--- doc: statistics show every row inside, where a one-row relation joined to every row cost ~6% of
--- doc: a chart); axis is the x axis ('step': x is the step as a DOUBLE, or a time axis). [lo, hi] is cut
--- doc: into bins bins of equal x width; per run_key, metric and bin: the smallest and the largest
--- doc: finite value with the x and step where each occurs (a one-step spike survives any zoom),
--- doc: the mean of the finite values at their mean x, and the count of non-finite values (NaN/inf)
--- doc: with the first step holding one. Bins without a value are left out. Every metric is
--- doc: aggregated side by side (one struct per metric column) and unpivoted only then: one pass
--- doc: over the rows whatever the number of metrics. v1.bin_figures is one metric's aggregates.
+-- doc: constant, or a scalar subquery; constants let DuckDB drop the range filter where the
+-- doc: files' statistics show every row inside, where a one-row relation joined to every row cost
+-- doc: ~6% of a chart); axis is the x axis ('step': x is the step as a DOUBLE, or a time axis).
+-- doc: [lo, hi] is cut into bins bins of equal x width; per run_key, metric and bin: the
+-- doc: smallest and the largest finite value with the x and step where each occurs (a one-step
+-- doc: spike survives any zoom), the mean of the finite values at their mean x, and the count of
+-- doc: non-finite values (NaN/inf) with the first step holding one. Bins without a value are
+-- doc: left out. Every metric is aggregated side by side (one struct per metric column) and
+-- doc: unpivoted only then: one pass over the rows whatever the number of metrics.
+-- doc: v1.bin_figures is one metric's aggregates.
 -- columns: (macros) v1.series_bins(rows, lo, hi, metrics, bins, axis) -> run_key, metric VARCHAR,
 -- columns: bin BIGINT, n BIGINT, x_min DOUBLE, step_min BIGINT, v_min DOUBLE, x_max DOUBLE,
 -- columns: step_max BIGINT, v_max DOUBLE, x_mean DOUBLE, v_mean DOUBLE, n_nonfinite BIGINT,
