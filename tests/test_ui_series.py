@@ -125,7 +125,7 @@ def test_charts_read_from_the_files_are_the_charts_read_through_the_views(mixed_
     assert cat.series_plan(RUNS) is not None  # every one of these runs is read from its files
     span = {"step": (40.5, 190.0), "wall_time": (T0 + 60.0, T0 + 300.25), "relative": (10.0, 200.0)}[x]
     for run_ids in (RUNS, ["live"], ["sparse", "closed"], ["odd"]):
-        for bins, lo, hi in ((1000, None, None), (7, None, None), (50, *span), (1, None, None)):
+        for bins, lo, hi in ((1000, None, None), (7, None, None), (50, *span), (1, None, None), (20, span[0], None), (20, None, span[1])):
             got = _drawn(cat, run_ids, METRICS, x=x, bins=bins, lo=lo, hi=hi)
             want = _through_views(cat, run_ids, METRICS, x=x, bins=bins, lo=lo, hi=hi)
             assert_same_chart(got, want)
@@ -187,6 +187,26 @@ def test_several_metrics_in_one_request_are_each_metric_asked_alone(mixed_root: 
             alone = read(cat, RUNS, [metric], x=x)
             one_of_together = {r: {metric: m[metric]} for r, m in together["series"].items() if metric in m}
             assert_same_chart({"series": alone["series"]}, {"series": one_of_together})
+
+
+def test_step_files_written_before_step_was_delta_encoded_draw_the_same(mixed_root: Path) -> None:
+    """Recordings written before the writer stored step DELTA_BINARY_PACKED keep it in a
+    dictionary: their charts, read from the files and through the views, are the same."""
+    import pyarrow.parquet as pq
+
+    cat = _catalog(mixed_root)
+    want = {x: _drawn(cat, RUNS, METRICS, x=x) for x in ("step", "wall_time")}
+    files = sorted(mixed_root.rglob("steps.parquet")) + sorted(mixed_root.rglob("part-*.parquet"))
+    for path in files:  # as the writer stored them before: every non-float column in a dictionary
+        table = pq.read_table(path)
+        floats = [f.name for f in table.schema if str(f.type) in ("float", "double")]
+        pq.write_table(table, path, compression="zstd", use_dictionary=[c for c in table.column_names if c not in floats],
+                       use_byte_stream_split=floats)
+    cat.forget_files()
+    assert cat.series_plan(RUNS) is not None
+    for x, chart in want.items():
+        assert _drawn(cat, RUNS, METRICS, x=x) == chart
+        assert_same_chart(_through_views(cat, RUNS, METRICS, x=x), chart)
 
 
 def test_runs_the_view_merges_are_read_through_the_views(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -97,6 +98,26 @@ def _compact_but_keep_parts(run: Path, transform: Any = None) -> None:
     if transform is not None:
         table = transform(table)
     atomic_write_table(run / "steps.parquet", table)
+
+
+def test_step_files_store_step_delta_encoded_and_older_files_read_the_same(live_run: Path) -> None:
+    """The writer stores a step table's step column DELTA_BINARY_PACKED (no dictionary: every
+    step is distinct, and a dictionary costs each reader a lookup per row); a recording written
+    before, with step in a dictionary, reads the same rows: no reader depends on the encoding."""
+    parts = sorted((live_run / "steps").glob("part-*.parquet"))
+    for part in parts:
+        chunk = pq.ParquetFile(part).metadata.row_group(0)
+        encodings = {chunk.column(i).path_in_schema: chunk.column(i).encodings for i in range(chunk.num_columns)}
+        assert "DELTA_BINARY_PACKED" in encodings["step"] and "RLE_DICTIONARY" not in encodings["step"]
+    want = rows(live_run, "SELECT * FROM steps ORDER BY step")
+    for part in parts:  # as the writer stored it before: step (and every non-float column) in a dictionary
+        table = pq.read_table(part)
+        floats = [f.name for f in table.schema if f.type in (pa.float32(), pa.float64())]
+        pq.write_table(table, part, compression="zstd", use_dictionary=[c for c in table.column_names if c not in floats],
+                       use_byte_stream_split=floats)
+        assert "RLE_DICTIONARY" in pq.ParquetFile(part).metadata.row_group(0).column(table.column_names.index("step")).encodings
+    _connections.clear()
+    assert rows(live_run, "SELECT * FROM steps ORDER BY step") == want
 
 
 def test_compacted_file_wins_over_parts_still_present(live_run: Path) -> None:

@@ -5,13 +5,17 @@
 -- doc: v1.series_bins), figures and columns, for runs whose files need no merging (rlprobe.ui
 -- doc: decides that from each file's steps and falls back to ui_series otherwise). $files are
 -- doc: the files the steps view would read for rank 0 of each run (a compacted steps.parquet,
--- doc: else its parts) and $file_run_ids the run each belongs to; only the step, wall_time and $metrics columns are
--- doc: read (projection pushdown into the parquet reader), where the views read every column and
--- doc: group every step to check for repeats. Parameters: $files VARCHAR[], $file_run_ids
--- doc: VARCHAR[], $metrics VARCHAR[] (columns some of the files hold), $x VARCHAR, $bins BIGINT,
--- doc: $lo DOUBLE, $hi DOUBLE, and per file its $file_first_steps, $file_last_steps,
--- doc: $file_first_wall_times and $file_last_wall_times (what rlprobe.ui.stepfiles learned). The
--- doc: rows come in no particular order (ui_series' are sorted by run_id, metric and bin).
+-- doc: else its parts) and $file_run_ids the run each belongs to; only the step, wall_time and
+-- doc: $metrics columns are read (projection pushdown into the parquet reader), where the views
+-- doc: read every column and group every step to check for repeats. $lo and $hi are the x range,
+-- doc: never left open: where the request left it open, rlprobe.ui takes it from what it learned
+-- doc: of each file (its first and last step and wall_time: the same figures ui_series takes from
+-- doc: the rows), so both are constants and DuckDB drops the range filter on files whose
+-- doc: statistics lie inside it. Parameters: $files VARCHAR[], $file_run_ids VARCHAR[],
+-- doc: $file_first_wall_times DOUBLE[] (per file: the zero of the 'relative' axis is its run's
+-- doc: smallest), $metrics VARCHAR[] (columns some of the files hold), $x VARCHAR, $bins BIGINT,
+-- doc: $lo DOUBLE, $hi DOUBLE. The rows come in no particular order (ui_series' are sorted by
+-- doc: run_id, metric and bin).
 -- columns: run_id VARCHAR, metric VARCHAR, bin BIGINT, n BIGINT, x_min DOUBLE, step_min BIGINT,
 -- columns: v_min DOUBLE, x_max DOUBLE, step_max BIGINT, v_max DOUBLE, x_mean DOUBLE,
 -- columns: v_mean DOUBLE, n_nonfinite BIGINT, nonfinite_step BIGINT
@@ -20,22 +24,10 @@ WITH files AS (
     -- one row per file: its run, and the run's first wall_time (the zero of the 'relative' axis)
     SELECT *, hash(run_id) AS run_key, min(first_wall_time) OVER (PARTITION BY run_id) AS t0
     FROM (SELECT unnest($files::VARCHAR[]) AS filename, unnest($file_run_ids::VARCHAR[]) AS run_id,
-                 unnest($file_first_steps::BIGINT[]) AS first_step, unnest($file_last_steps::BIGINT[]) AS last_step,
-                 unnest($file_first_wall_times::DOUBLE[]) AS first_wall_time,
-                 unnest($file_last_wall_times::DOUBLE[]) AS last_wall_time)
+                 unnest($file_first_wall_times::DOUBLE[]) AS first_wall_time)
 ),
 per_run AS (
-    -- each run's extent on every axis, from its files' (the same figures ui_series takes from the rows)
-    SELECT run_key, any_value(run_id) AS run_id, min(first_step) AS s0, max(last_step) AS s1,
-           min(first_wall_time) AS t0, max(last_wall_time) AS t1
-    FROM files
-    GROUP BY run_key
-),
-extent AS (
-    SELECT
-        coalesce($lo::DOUBLE, CASE $x WHEN 'wall_time' THEN min(t0) WHEN 'relative' THEN 0.0 ELSE min(s0) END) AS lo,
-        coalesce($hi::DOUBLE, CASE $x WHEN 'wall_time' THEN max(t1) WHEN 'relative' THEN max(t1 - t0) ELSE max(s1) END) AS hi
-    FROM per_run
+    SELECT DISTINCT run_key, run_id FROM files
 ),
 placed AS (
     -- the one pass over the rows: only these columns are read from the files
@@ -46,7 +38,7 @@ placed AS (
     JOIN files AS o ON o.filename = r.filename
 ),
 binned AS (
-    SELECT * FROM v1.series_bins('placed', 'extent', $metrics, $bins, $x)
+    SELECT * FROM v1.series_bins('placed', $lo::DOUBLE, $hi::DOUBLE, $metrics, $bins, $x)
 )
 -- not sorted: ui_series_json, which the dashboard runs over these rows in the same statement,
 -- puts each series' bins in order, and sorting 80k rows by run_id and metric first cost as much
