@@ -18,7 +18,11 @@ from rlprobe.store.engine import open_store, run
     # a limit, a window, a join, DISTINCT or HAVING would act across the runs of the chunk
     ("SELECT sample_id FROM v1.samples WHERE run_id = ? ORDER BY step LIMIT 5", False),
     ("SELECT step, lag(x) OVER (ORDER BY step) AS prev FROM v1.steps WHERE run_id = ?", False),
-    ("SELECT s.step FROM v1.steps AS s JOIN v1.doctor_bin_width AS z USING (run_id) WHERE run_id = ?", False),
+    ("SELECT s.step FROM v1.steps AS s JOIN v1.doctor_bin_width AS z USING (run_id) WHERE run_id = ?", True),
+    ("SELECT s.step FROM v1.steps AS s LEFT JOIN v1.samples AS x USING (run_id, step) WHERE run_id = ?", True),
+    ("SELECT s.step FROM v1.steps AS s JOIN v1.doctor_bin_width AS z ON z.run_id = s.run_id WHERE s.run_id = ?", False),
+    ("SELECT s.step FROM v1.steps AS s CROSS JOIN v1.doctor_metric_floors AS f WHERE run_id = ?", False),
+    ("SELECT s.step FROM v1.steps AS s JOIN v1.samples AS x USING (step) WHERE run_id = ?", False),
     ("SELECT DISTINCT step FROM v1.steps WHERE run_id = ?", False),
     ("SELECT x, count(*) AS n FROM v1.steps WHERE run_id = ? GROUP BY x HAVING count(*) > 1", False),
     # the run's conjunct must be at the top of WHERE, unqualified, and its parameter the first
@@ -54,6 +58,8 @@ STATEMENTS = [
     ("SELECT step, nan_count, loss_nonfinite FROM v1.feat_opt_nonfinite WHERE run_id = ? ORDER BY step", []),
     ("SELECT step % 7 AS k, count(*) AS n, max(reward_mean) AS top FROM v1.steps WHERE run_id = ? GROUP BY k ORDER BY k", []),
     ("SELECT step FROM v1.steps WHERE run_id = ? AND step > ? ORDER BY step", [10_000]),  # no rows for any run
+    ("SELECT CAST(floor((s.step - z.step_min) / z.width) AS BIGINT) AS bin, avg(reward_mean) AS r FROM v1.steps AS s "
+     "JOIN v1.doctor_bin_width AS z USING (run_id) WHERE run_id = ? GROUP BY bin ORDER BY bin", []),
     # text is read per run from its folders; a statement with no chunk form is asked per run
     ("SELECT count(*) AS n FROM v1.samples WHERE run_id = ? AND completion_text IS NOT NULL", []),
     ("SELECT sample_id FROM v1.samples WHERE run_id = ? ORDER BY step, sample_id LIMIT 3", []),
@@ -81,4 +87,4 @@ def test_each_run_gets_the_rows_it_gets_alone(tmp_path):
         columns = chunked.ask("SELECT * FROM v1.steps LIMIT 0", [])
         assert columns.num_rows == 0 and columns.schema == run(store.con, "SELECT * FROM v1.steps LIMIT 0").schema
     asked_for_the_chunk = {sql for (sql, _), answer in chunked.answers.items() if answer is not None}
-    assert asked_for_the_chunk == {sql for sql, _ in STATEMENTS[:7]}
+    assert asked_for_the_chunk == {sql for sql, _ in STATEMENTS[:8]}

@@ -20,7 +20,7 @@ missing from the chunk's answer; its answer is the statement over no rows at all
 the conjunct becomes `false`).
 
 Only statements whose shape makes that exact are taken (chunk_form): one SELECT over one
-view or table, the run's conjunct at the top of its WHERE and its parameter the first one, no
+view or table (or views joined USING (run_id), which pairs rows of one run only), the run's conjunct at the top of its WHERE and its parameter the first one, no
 subquery, window, DISTINCT, HAVING, QUALIFY or LIMIT (a limit would apply to the chunk, a window
 would run across runs), no column named by its place in GROUP BY or ORDER BY (the run in front
 would shift it). Anything else, or a text sqlglot does not parse, is asked per run as
@@ -107,10 +107,10 @@ def _shape(text: str) -> tuple[bool, bool, bool] | None:
     args = select.args
     # clauses other than these (joins, DISTINCT, HAVING, QUALIFY, LIMIT, a sample, ...) would
     # act across the runs of the chunk; "from" is "from_" in sqlglot 30
-    if any(v for k, v in args.items() if k not in ("expressions", "from", "from_", "where", "group", "order")):
+    if any(v for k, v in args.items() if k not in ("expressions", "from", "from_", "joins", "where", "group", "order")):
         return None
     source = args.get("from_") or args.get("from")
-    if source is None or not isinstance(source.this, exp.Table):
+    if source is None or not isinstance(source.this, exp.Table) or not all(_same_run(j) for j in args.get("joins") or []):
         return None
     if any(node is not select for node in select.find_all(exp.Select, exp.Subquery, exp.Window, exp.Union)):
         return None
@@ -129,6 +129,17 @@ def _shape(text: str) -> tuple[bool, bool, bool] | None:
         return None
     aggregate = any(e.find(exp.AggFunc) is not None for e in select.expressions)
     return aggregate, args.get("group") is not None, args.get("order") is not None
+
+
+def _same_run(join: object) -> bool:
+    """True for `[INNER | LEFT] JOIN table USING (run_id, ...)`: it pairs rows of one run only,
+    so over the chunk each run is joined as it is alone."""
+    from sqlglot import exp
+
+    assert isinstance(join, exp.Join)
+    return (isinstance(join.this, exp.Table) and not any(v for k, v in join.args.items() if k not in ("this", "using", "kind", "side"))
+            and (join.args.get("kind") or "INNER").upper() == "INNER" and (join.args.get("side") or "LEFT").upper() == "LEFT"
+            and any(i.name.lower() == "run_id" for i in join.args.get("using") or []))
 
 
 def _positional(term: object) -> bool:
