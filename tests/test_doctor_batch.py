@@ -61,6 +61,7 @@ STATEMENTS = [
     ("SELECT CAST(floor((s.step - z.step_min) / z.width) AS BIGINT) AS bin, avg(reward_mean) AS r FROM v1.steps AS s "
      "JOIN v1.doctor_bin_width AS z USING (run_id) WHERE run_id = ? GROUP BY bin ORDER BY bin", []),
     # text is read per run from its folders; a statement with no chunk form is asked per run
+    ("SELECT count(*) AS n FROM v1.feat_gen_text_repetition WHERE run_id = ? AND rep_samples > 0", []),
     ("SELECT count(*) AS n FROM v1.samples WHERE run_id = ? AND completion_text IS NOT NULL", []),
     ("SELECT sample_id FROM v1.samples WHERE run_id = ? ORDER BY step, sample_id LIMIT 3", []),
 ]
@@ -84,6 +85,10 @@ def test_each_run_gets_the_rows_it_gets_alone(tmp_path):
             with chunked.around(sql):
                 alone = run(store.con, sql, params)
             assert got.schema == alone.schema and got.equals(alone), (info["run_id"], sql)
+            # after each statement, whatever it computed for the chunk, the views hold this run alone
+            for view in ("steps", "samples", "doctor_binned", *chunked.cached):
+                held = run(store.con, f"SELECT DISTINCT run_id FROM v1.{view}").column("run_id").to_pylist()
+                assert set(held) <= {info["run_id"]}, (view, sql)
         columns = chunked.ask("SELECT * FROM v1.steps LIMIT 0", [])
         assert columns.num_rows == 0 and columns.schema == run(store.con, "SELECT * FROM v1.steps LIMIT 0").schema
     asked_for_the_chunk = {sql for (sql, _), answer in chunked.answers.items() if answer is not None}

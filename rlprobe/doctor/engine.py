@@ -134,7 +134,8 @@ def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[s
 
     A root is read once and its features computed in one SQL pass per chunk of runs (about a
     quarter of a million steps); each detector's follow-up queries then see only the run being
-    diagnosed.
+    diagnosed, and those of a shape that allows it are asked once for the chunk, each run
+    handed its rows (rlprobe.doctor.batch).
     A run of a root whose files cannot be read is left out with a BrokenRunWarning naming the
     file (rlprobe.store.health); strict=True raises instead. progress (label, runs done, runs in
     all) is called before each run, for a progress bar.

@@ -8,6 +8,9 @@ a tick changed. This module is the one place that re-points them; everything els
 A copy holds the step columns the doctor reads (step_columns), not every extra.* metric, and
 the samples without their text (LEFT_OUT): a statement that reads text sees the recording's
 samples instead (SampleText), read from the files where a step filter reaches the scan.
+The copy narrowed to one run of a chunk widens to the whole chunk when the run is unset
+(_IN_RUN): a detector's statement about its run is then asked once for every run of the chunk
+(RootSession.ask, in the form rlprobe.doctor.batch gives it).
 """
 
 from __future__ import annotations
@@ -458,6 +461,7 @@ class RootSession:
                     point_at_copies(self.con, _IN_RUN, [name], prefix="doctor_cache_")
         finally:
             self.text.narrowed(_IN_RUN, self.dirs_of[self.run_id] if self.run_id is not None else None)
+            point_at_copies(self.con, _IN_RUN, ["samples"])  # a pass that read text left it on the chunk
 
     @contextmanager
     def _chunk_wide(self) -> Iterator[None]:
