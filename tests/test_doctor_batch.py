@@ -31,6 +31,7 @@ from rlprobe.store.engine import open_store, run
     ("SELECT step - ? AS k FROM v1.steps WHERE run_id = ?", False),
     ("SELECT step FROM v1.steps WHERE step IN (SELECT step FROM v1.samples WHERE run_id = ?)", False),
     ("SELECT 'ORDER BY' AS o, step FROM v1.steps WHERE run_id = ?", False),
+    ("SELECT step FROM v1.steps WHERE run_id = ? -- the run's steps", False),
     ("SELECT count(*) FROM v1.steps WHERE run_id = ? AND step > 3 GROUP BY ALL", False),
     # a column by its place: the run put in front would shift it
     ("SELECT x, count(*) AS n FROM v1.steps WHERE run_id = ? GROUP BY 1", False),

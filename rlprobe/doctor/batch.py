@@ -64,8 +64,8 @@ def chunk_form(sql: str) -> ChunkForm | None:
     """The chunk form of a per-run statement whose first parameter is the run, or None when its
     shape does not make one exact (see the module's docstring)."""
     text = sql.strip().rstrip(";").rstrip()
-    if RUN in text or not _SELECT.match(text):
-        return None
+    if RUN in text or not _SELECT.match(text) or "--" in text or "/*" in text:
+        return None  # a comment could hide the clauses appended (or hold the words searched for)
     found = list(_RUN_PARAM.finditer(text))
     if len(found) != 1 or "?" in text[: found[0].start()]:
         return None
