@@ -65,6 +65,10 @@ def diagnose_connection(
                 return run(con, sql, params)
         return run(con, sql, params)
 
+    # A built-in detector's statement about its run is asked once for a root's chunk where it
+    # can be (RootSession.ask); a custom detector's SQL, the user's own, is asked as written.
+    ask = root.ask if root is not None else query
+
     for done, info in enumerate(runs):
         run_id = info["run_id"]
         if progress is not None:
@@ -72,7 +76,7 @@ def diagnose_connection(
         if root is not None:
             root.focus(run_id)
             features_by_run = root.features_by_run
-        ctx = DetectorContext(run_id, metric_features(features_by_run.get(run_id)), query, _raw_loader(con, run_id),
+        ctx = DetectorContext(run_id, metric_features(features_by_run.get(run_id)), ask, _raw_loader(con, run_id),
                               int(info["steps"]), info.get("last_step"))
         diagnosis = Diagnosis(run_id=run_id, run_dir=info.get("run_dir"), steps=int(info["steps"]), last_step=info.get("last_step"))
         findings: list[Finding] = []
@@ -130,7 +134,8 @@ def diagnose_path(path: str | os.PathLike[str], config_path: str | os.PathLike[s
 
     A root is read once and its features computed in one SQL pass per chunk of runs (about a
     quarter of a million steps); each detector's follow-up queries then see only the run being
-    diagnosed.
+    diagnosed, and those of a shape that allows it are asked once for the chunk, each run
+    handed its rows (rlprobe.doctor.batch).
     A run of a root whose files cannot be read is left out with a BrokenRunWarning naming the
     file (rlprobe.store.health); strict=True raises instead. progress (label, runs done, runs in
     all) is called before each run, for a progress bar.

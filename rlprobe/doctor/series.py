@@ -98,8 +98,9 @@ def component_tracks(ctx: DetectorContext, grid: Grid) -> list[Track]:
     """Every logged reward component on the grid, with a baseline computed like the SQL one.
 
     Component columns are named by the run (reward_component.<name>), so no fixed SQL view can
-    list them; they are binned here with one query per run, on the same bins as doctor_binned
-    (mean of the finite values per bin).
+    list them; they are binned here with one query per run, on the bins of doctor_binned (its
+    v1.doctor_bin_width: the grid's), as the mean of the finite values per bin. The query names
+    no bounds of its own, so over a root it is asked once for every run of a chunk.
     """
     memo_ = memo(ctx)
     if "components" in memo_:
@@ -112,9 +113,8 @@ def component_tracks(ctx: DetectorContext, grid: Grid) -> list[Track]:
             f'avg(CASE WHEN isfinite("{c}") THEN "{c}" END) AS "{c}"' for c in (n.replace('"', '""') for n in names)
         )
         table = ctx.query(
-            f"SELECT CAST(floor((step - ?) / ?) AS BIGINT) AS bin, {cols} FROM v1.steps "
-            "WHERE run_id = ? GROUP BY bin ORDER BY bin",
-            [grid.step0, grid.width, ctx.run_id],
+            f"SELECT CAST(floor((s.step - z.step_min) / z.width) AS BIGINT) AS bin, {cols} FROM v1.steps AS s "
+            "JOIN v1.doctor_bin_width AS z USING (run_id) WHERE run_id = ? GROUP BY bin ORDER BY bin"
         )
         bins = to_numpy(table.column("bin"))
         ok = (bins >= 0) & (bins < len(grid))

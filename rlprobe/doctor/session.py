@@ -8,6 +8,9 @@ a tick changed. This module is the one place that re-points them; everything els
 A copy holds the step columns the doctor reads (step_columns), not every extra.* metric, and
 the samples without their text (LEFT_OUT): a statement that reads text sees the recording's
 samples instead (SampleText), read from the files where a step filter reaches the scan.
+The copy narrowed to one run of a chunk widens to the whole chunk when the run is unset
+(_IN_RUN): a detector's statement about its run is then asked once for every run of the chunk
+(RootSession.ask, in the form rlprobe.doctor.batch gives it).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from typing import Any, Iterable, Iterator
 import duckdb
 import pyarrow as pa
 
+from rlprobe.doctor import batch
 from rlprobe.doctor.context import by_run
+from rlprobe.errors import QueryError
 from rlprobe.schemas import SAMPLE_COLUMN_TYPES, STEP_COLUMN_TYPES
 from rlprobe.store import sample_files, scope, sqlfiles
 from rlprobe.store.engine import new_connection, run
@@ -330,7 +335,11 @@ def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDB
 # as every cost but a few fixed statements per chunk goes with the rows).
 CHUNK_STEPS = 250_000
 _IN_CHUNK = "list_contains(getvariable('rlprobe_doctor_runs'), run_id)"
-_IN_RUN = "run_id = getvariable('rlprobe_doctor_run')"
+# The run focused on; with the variable unset, every run the copies hold (the chunk's): a
+# statement is then asked once for them all (RootSession.ask). DuckDB folds the variable when it
+# plans a statement, so a set one is still a plain filter on run_id that skips other runs' row
+# groups.
+_IN_RUN = "(run_id = getvariable('rlprobe_doctor_run') OR getvariable('rlprobe_doctor_run') IS NULL)"
 
 
 class RootSession:
@@ -341,6 +350,8 @@ class RootSession:
     diagnosed, so a detector's follow-up query costs one run, not the root; and a `feat_*` view
     is computed for the whole chunk the first time a detector asks for it (one pass), then
     served from that table filtered by run, as doctor_binned is from the start (SHARED_FEATURES).
+    A detector's statement about its run that every run asks (ask) is asked once for the whole
+    chunk in its chunk form (rlprobe.doctor.batch), and each run is handed its rows.
     columns is the pattern of the step columns copied (step_columns; None for all).
     """
 
@@ -373,12 +384,20 @@ class RootSession:
         self.features_by_run: dict[str, pa.Table] = {}
         self.cached: set[str] = set()
         self.text: SampleText | None = None
+        # this chunk's answers to statements asked once for all its runs (ask), by (statement,
+        # parameters after the run): _ChunkAnswer, or None where the chunk form failed
+        self.answers: dict[tuple[str, tuple[Any, ...]], _ChunkAnswer | None] = {}
+        # the first run that asked a statement with parameters besides the run (ask)
+        self.first_asker: dict[tuple[str, tuple[Any, ...]], str] = {}
+        # statements that return no rows, asked for their columns: the same for every run
+        self.columns_of: dict[str, pa.Table] = {}
 
     def _load_chunk(self, index: int) -> None:
         for name in self.cached:
             run(self.con, f"DROP TABLE IF EXISTS doctor_cache_{name}", fetch="none")
         self.cached = set()
         self.features_by_run = {}
+        self.answers, self.first_asker, self.columns_of = {}, {}, {}
         self.current = index
         run(self.con, "SET VARIABLE rlprobe_doctor_runs = ?", [self.chunks[index]], fetch="none")
         # Only this chunk's runs are read (their folders alone are listed), and only they are
@@ -429,19 +448,95 @@ class RootSession:
         names = [n for n in dict.fromkeys(_FEAT.findall(sql)) if n not in self.cached]
         if not names:
             return
-        # widen everything a feat_* view may read to the chunk for the one pass
-        point_at_copies(self.con, _IN_CHUNK)
         assert self.text is not None and self.current is not None
+        # text is read from the chunk's folders for the one pass
         self.text.narrowed(_IN_CHUNK, self.chunk_dirs[self.current])
-        for name in sorted(self.cached):
-            point(self.con, name, f"SELECT * FROM doctor_cache_{name}")
         try:
-            for name in names:
-                sql = f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id"
-                with self.text.around(sql):
-                    run(self.con, sql, fetch="none")
-                self.cached.add(name)
+            with self._chunk_wide():
+                for name in names:
+                    sql = f"CREATE OR REPLACE TEMP TABLE doctor_cache_{name} AS SELECT * FROM v1.{name} ORDER BY run_id"
+                    with self.text.around(sql):
+                        run(self.con, sql, fetch="none")
+                    self.cached.add(name)
+                    point_at_copies(self.con, _IN_RUN, [name], prefix="doctor_cache_")
         finally:
-            point_at_copies(self.con, _IN_RUN)
-            point_at_copies(self.con, _IN_RUN, sorted(self.cached), prefix="doctor_cache_")
             self.text.narrowed(_IN_RUN, self.dirs_of[self.run_id] if self.run_id is not None else None)
+            point_at_copies(self.con, _IN_RUN, ["samples"])  # a pass that read text left it on the chunk
+
+    @contextmanager
+    def _chunk_wide(self) -> Iterator[None]:
+        """Within the block, the narrowed views hold every run of the chunk (_IN_RUN)."""
+        run(self.con, "SET VARIABLE rlprobe_doctor_run = NULL", fetch="none")
+        try:
+            yield
+        finally:
+            if self.run_id is not None:
+                run(self.con, "SET VARIABLE rlprobe_doctor_run = ?", [self.run_id], fetch="none")
+
+    def ask(self, sql: str, params: list[Any]) -> pa.Table:
+        """sql (its first parameter the run focused on, as a detector asks) for the focused run:
+        its rows of the chunk's answer where the statement has a chunk form (rlprobe.doctor.batch),
+        asked once for the chunk; otherwise asked for the run alone (around).
+
+        A statement with parameters besides the run is asked for the chunk once a second run asks
+        it with the same ones (a metric's name, say): where they are the run's own (a step range
+        of its episode), asking the chunk would only cost more than asking the run."""
+        if not params and batch.ONLY_COLUMNS.search(sql):
+            if sql not in self.columns_of:
+                with self.around(sql):
+                    self.columns_of[sql] = run(self.con, sql, params)
+            return self.columns_of[sql]
+        answer = self._chunk_answer(sql, params)
+        if answer is not None:
+            return answer.of(self.run_id)  # type: ignore[arg-type]
+        with self.around(sql):
+            return run(self.con, sql, params)
+
+    def _chunk_answer(self, sql: str, params: list[Any]) -> _ChunkAnswer | None:
+        """The chunk's answer to sql, asked now if need be; None to ask it for the run alone."""
+        if self.run_id is None or not params or params[0] != self.run_id:
+            return None
+        key = (sql, tuple(params[1:]))
+        try:
+            if key in self.answers:
+                return self.answers[key]
+        except TypeError:  # a parameter that is not a plain value
+            return None
+        form = batch.chunk_form(sql)
+        if form is None or reads_text(sql):  # text is read per run, from its folders (SampleText)
+            return None
+        if len(params) > 1 and self.first_asker.setdefault(key, self.run_id) == self.run_id:
+            return None
+        self.cache_features_of(sql)
+        try:
+            with self._chunk_wide():
+                table = run(self.con, form.sql, params[1:])
+        except QueryError:
+            answer = None  # asked per run, which fails (or not) as the detector expects
+        else:
+            answer = _ChunkAnswer(self.con, form, params[1:], table)
+        self.answers[key] = answer
+        return answer
+
+
+class _ChunkAnswer:
+    """A chunk form's rows (rlprobe.doctor.batch), handed out run by run."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, form: batch.ChunkForm, params: list[Any], table: pa.Table) -> None:
+        self.con = con
+        self.form = form
+        self.params = params
+        self.table = table
+        self.spans = batch.spans(table)
+        self.empty: pa.Table | None = None
+
+    def of(self, run_id: str) -> pa.Table:
+        """The rows the statement gives for run_id asked alone."""
+        span = self.spans.get(run_id)
+        if span is not None:
+            return self.table.slice(span[0], span[1] - span[0]).drop_columns([batch.RUN])
+        if self.form.empty is None:
+            return self.table.slice(0, 0).drop_columns([batch.RUN])
+        if self.empty is None:  # an aggregate over no rows: the same for every run without any
+            self.empty = run(self.con, self.form.empty, self.params)
+        return self.empty
