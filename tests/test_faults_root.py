@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 import rlprobe
@@ -28,9 +29,16 @@ def _part(run: Path, i: int = 1) -> Path:
 
 
 def corrupt_pages(run: Path) -> Path:
+    """Zero the middle of the `step` column's page: every read of the part decodes it (a query
+    reads only the columns it needs, so a corrupt page of another column surfaces only when that
+    column is read), decoding fails and the file is named."""
     path = _part(run)
     data = path.read_bytes()
-    path.write_bytes(data[:100] + b"\x00" * 50 + data[150:])  # a page: ZSTD fails, the file is named
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    assert chunk.path_in_schema == "step"
+    lo = chunk.data_page_offset + 8
+    hi = chunk.data_page_offset + chunk.total_compressed_size
+    path.write_bytes(data[:lo] + b"\x00" * (hi - lo) + data[hi:])
     return path
 
 
