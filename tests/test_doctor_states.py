@@ -117,6 +117,24 @@ def test_two_lucky_batches_of_a_dead_sparse_reward_are_not_a_rise_and_a_collapse
     assert "REWARD_COLLAPSE" not in found
 
 
+def test_a_hard_task_success_rate_wandering_a_few_points_is_not_a_collapse() -> None:
+    # 64 rollouts a step on a hard task: the success rate sits at 0.08, climbs to 0.14 and comes
+    # back to 0.08, as a watcher sees it half-way. Six points of success rate are 40% of that
+    # height and many standard errors, but not a broken policy.
+    n = 180
+    p = np.select([np.arange(n) < 60, np.arange(n) < 120], [0.08, 0.14], 0.08)
+    assert "REWARD_COLLAPSE" not in findings(table(n, reward_mean=binary_mean(p, 64, 21)))
+
+
+def test_a_hard_task_success_rate_losing_most_of_its_height_is_still_a_collapse() -> None:
+    # the same task, but the success rate falls from 0.14 to 0.02 and stays there: the policy
+    # lost nearly everything it had learned, however small the height was
+    n = 180
+    p = np.select([np.arange(n) < 60, np.arange(n) < 120], [0.08, 0.14], 0.02)
+    f = findings(table(n, reward_mean=binary_mean(p, 64, 21)))["REWARD_COLLAPSE"]
+    assert f.severity == "critical" and 119 <= f.first_step <= 124
+
+
 def test_the_informative_steps_of_a_mostly_degenerate_run_are_not_grad_spikes() -> None:
     # a batch with reward variance gives grad norm ~0.3, one without (every group degenerate) ~4e-4
     n = 200

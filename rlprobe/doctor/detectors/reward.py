@@ -976,6 +976,12 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     final = nanmedian(tail)
     opening = nanmedian(value[: max(3, int(0.05 * n))])
     shifts = level_shifts(value, noise, min_size=int(p["min_points"]), lookback=max(8, n // 3))
+    # A success rate (a mean of n outcomes of 0 or 1) has a known range. On a hard task its level
+    # sits a few points above 0 and wanders by a third of itself as batches draw easier or harder
+    # prompts (0.14 -> 0.08 -> 0.13): a share of that height is no measure of a broken policy, so
+    # a fall must also take min_fall_range of the range, unless it took most of the height.
+    lo_v, hi_v = float(np.nanmin(value)), float(np.nanmax(value))
+    success_rate = lo_v >= 0.0 and hi_v <= 1.0 and granularity(value[ok]) is not None
     came_back: tuple[int, int, float, float, float, int, float] | None = None
     ramp = max(sustain, int(math.ceil(0.05 * n)))
     for j, shift in enumerate(shifts):
@@ -994,6 +1000,8 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             continue  # the level before is a blip of a few points, not a level the reward held
         height = top - floor
         if (top - shift.after) / height < p["drop_warn"]:
+            continue
+        if success_rate and top - shift.after < p["min_fall_range"] and (top - shift.after) / height < p["drop_critical"]:
             continue
         mid = top - 0.5 * (top - shift.after)
         below = ok & (value <= mid)
