@@ -268,6 +268,13 @@ KNOWN_EXTRAS: dict[str, str] = {
     "batch_size": "samples in the step's batch",
     "episode": "TRL PPO: samples seen so far",
     "epoch": "the Trainer's epoch counter",
+    "training/epoch": "verl: the epoch counter (training/global_step is the step)",
+    # A token count's name does not say over what it counts: per completion in some loops, the
+    # batch's total in others and in every OpenAI-style usage record. Mapping it would be right
+    # for one log and wrong by a factor of the batch size for the next.
+    "completion_tokens": "a count of completion tokens, per completion in some loops and the batch's total in others "
+                         "(OpenAI-style usage counts); its name does not say which, so it is not completion_len_mean",
+    "total_length": "OpenRLHF: prompt and response tokens of a sample; completion_len_mean is response_length",
     "eps": "TRL PPO: episodes per second",
     "optim/kl_sample_train_v1": "Tinker cookbook: KL between the sampler's and the trainer's logprobs (their signed mean "
                                 "difference), not to the reference; logprob_mismatch is the mean |difference|",
@@ -296,6 +303,10 @@ KNOWN_EXTRA_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
      "prompt lengths, and response-length statistics without a field"),
     (re.compile(r"^(timing_s|timing_per_token_ms|perf|timing|time)/"), "timings and throughput without a field"),
     (re.compile(r"^progress/"), "Tinker cookbook: progress counters (batch, done_frac)"),
+    (re.compile(r"^env/all/(total_ac_tokens|total_ob_tokens|total_episodes|total_turns|turns_per_episode|ob_tokens_per_turn)$"),
+     "Tinker cookbook: batch totals, turns and observation (prompt) tokens; completion_len_mean is env/all/ac_tokens_per_turn"),
+    (re.compile(r"^global_seqlen/"), "verl: prompt and response tokens per data-parallel rank, before and after balancing; "
+                                     "not a completion length"),
     (re.compile(EVAL_PREFIX_PATTERN), "evaluation metrics, not a training step's"),
 )
 

@@ -206,6 +206,24 @@ def test_tinker_cookbook_keys() -> None:
     assert infer_algorithm(mapped.fields)[0] == "grpo"
 
 
+@pytest.mark.parametrize("key, why", [
+    ("completion_tokens", "per completion in some loops and the batch's total in others"),
+    ("total_length", "prompt and response tokens"),
+    ("global_seqlen/balanced_max", "per data-parallel rank"),
+    ("training/epoch", "epoch counter"),
+    ("env/all/total_ac_tokens", "ac_tokens_per_turn"),
+    ("env/all/ob_tokens_per_turn", "observation (prompt) tokens"),
+])
+def test_keys_that_look_like_a_length_or_a_step_but_are_not_one_stay_extras_with_why(key: str, why: str) -> None:
+    """A token count that may be a batch total, prompt-and-response lengths, counters: no field, and the report says why."""
+    from pathlib import Path
+
+    mapped = map_metrics({"step": 3, "reward": 0.5, key: 41.5})
+    assert mapped.fields == {"reward_mean": 0.5} and mapped.extra == {key: 41.5}
+    assert why in keymap.why_extra(key)
+    assert f"`{key}`" in (Path(__file__).resolve().parents[1] / "docs" / "import.md").read_text() or key.startswith("global_seqlen/")
+
+
 def test_std_reward_beside_mean_reward() -> None:
     assert map_metrics({"mean_reward": 0.9, "std_reward": 0.16}).fields == {"reward_mean": 0.9, "reward_std": 0.16}
 

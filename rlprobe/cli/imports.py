@@ -67,6 +67,7 @@ def import_command(source: str, run_dir: str, kind: str, step_every: int | None,
     """
     from rlprobe.cli.progress import Progress
     from rlprobe.importers import import_source
+    from rlprobe.importers.write import torn_notes
 
     with Progress(not as_json) as bar:
         report = import_source(source, run_dir, kind=kind, step_every=step_every, algorithm=algorithm,
@@ -85,7 +86,11 @@ def import_command(source: str, run_dir: str, kind: str, step_every: int | None,
             out.update(name=name, tags=list(tags))
         click.echo(json.dumps(out, indent=2, default=str))
     else:
-        click.echo(report.summary())
+        click.echo(report.summary(torn=False))
+    # A torn tail is a warning about the source, not part of the report: on stderr, so it is seen
+    # when the report goes to a file or a pipe (--json); what was whole is imported: exit 0.
+    for note in torn_notes(report):
+        click.echo(f"torn: {note}", err=True)
 
 
 def _name_recording(run_dir: Path, name: str | None, tags: list[str]) -> None:

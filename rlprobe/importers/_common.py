@@ -8,6 +8,7 @@ recording and the same import report.
 from __future__ import annotations
 
 import gc
+import os
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -161,6 +162,67 @@ def read_text(path: Path) -> str:
     """A text file's contents, opened read-only; undecodable bytes become U+FFFD, never an error."""
     with open(path, "r", encoding="utf-8", errors="replace", newline="") as fh:
         return fh.read()
+
+
+# -- torn tails ------------------------------------------------------------------------------------
+# An append-only source (a log, JSONL, CSV, an event file) whose writer was killed, or that is
+# still being written, or was copied mid-write, ends in a record cut short. What comes before it
+# is whole and imports; the cut record is not read (its values may be cut mid-number) and the
+# import says so, as a `torn` entry: {file, tail_bytes, records, cut, unit}.
+
+
+def unended_line(text: str) -> str:
+    """What follows text's last newline: a line its writer has not ended (yet), or ''."""
+    return text[text.rfind("\n") + 1:]
+
+
+def _bytes_after_last_newline(path: Path, block: int = 1 << 16) -> int:
+    """The file's bytes after its last newline (the whole file when it has none), read from its end."""
+    with open(path, "rb") as fh:
+        end = fh.seek(0, os.SEEK_END)
+        at = end
+        while at > 0:
+            start = max(0, at - block)
+            fh.seek(start)
+            found = fh.read(at - start).rfind(b"\n")
+            if found >= 0:
+                return end - (start + found + 1)
+            at = start
+    return end
+
+
+def torn_line(path: Path, text: str) -> dict[str, Any]:
+    """The `torn` entry for a text file whose last line, with no newline, is a record cut short."""
+    return {"file": str(path), "tail_bytes": _bytes_after_last_newline(path), "records": text.count("\n"),
+            "cut": True, "unit": "line"}
+
+
+def torn_note(torn: Mapping[str, Any]) -> str:
+    """One line on a file whose tail was not read: a text file's unended last line, or an event
+    file's last bytes that are not a whole record (tensorboard.EventReader.torn)."""
+    if torn.get("unit") == "line":
+        return (f"{torn['file']}: last line incomplete ({torn['tail_bytes']} bytes after the last newline, not "
+                f"imported; the {torn['records']} lines before it are): the file may still be being written, or was cut")
+    why = ("cut mid-record: a live writer's last record, or a truncated copy" if torn["cut"] else
+           "a record that fails its checksum, and everything after it")
+    return (f"{torn['file']}: its last {torn['tail_bytes']} bytes are not a whole record ({why}); "
+            f"the {torn['records']} records before them are imported")
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def json_cut_short(text: str) -> bool:
+    """True when a JSON text that does not parse ends inside a string, object or array.
+
+    That is a document cut mid-write (the HF Trainer rewrites trainer_state.json in place at each
+    checkpoint: a copy taken meanwhile is a prefix), not a malformed one, and the user's remedy
+    differs: read it again once written, or take an earlier checkpoint's.
+    """
+    closed = _JSON_STRING.sub("", text)
+    if '"' in closed:  # a string opened and never closed
+        return True
+    return closed.count("{") + closed.count("[") > closed.count("}") + closed.count("]")
 
 
 # Measurements a trainer may write as 0 when it does not compute them (the doctor would read a

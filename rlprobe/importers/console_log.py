@@ -41,7 +41,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rlprobe.importers._common import Entry, Parsed, classify, has_known_metric, is_summary, model_from_text, read_text
+from rlprobe.importers._common import (Entry, Parsed, classify, has_known_metric, is_summary, model_from_text, read_text,
+                                       torn_line, unended_line)
 from rlprobe.keymap import FIELD_KEYS, map_metrics, to_float
 
 _DICT_START = re.compile(r"\{\s*['\"]")
@@ -288,6 +289,26 @@ def _floor_match(t: int, entries: int) -> list[int]:
 LINE_STEP_RULE = "the step counter of each metric line (verl's step:N - key:value, a loop's step=N | key=value)"
 
 
+def _drop_unended(path: Path, text: str, lines: list[tuple[int, int, dict[str, Any]]],
+                  parsed: Parsed) -> list[tuple[int, int, dict[str, Any]]]:
+    """The metric lines but one on a last line with no newline, which is torn (parsed.torn).
+
+    Such a line is where the writer stopped (killed, still running, or a copy cut mid-write). A
+    metric line does not show where it ends, so one there may hold a number cut short and is not
+    read; a printed dict there that failed to parse is torn, not malformed. A dict that parsed
+    is whole (it ends with its brace), and so is a progress bar's postfix (its bracket); a bar or
+    a message there is no record and is not worth a word.
+    """
+    if not unended_line(text).strip():
+        return lines
+    last = text.count("\n") + 1
+    kept = [entry for entry in lines if entry[0] != last]
+    if len(kept) < len(lines) or last in parsed.bad_lines:
+        parsed.bad_lines = [n for n in parsed.bad_lines if n != last]
+        parsed.torn.append(torn_line(path, text))
+    return kept
+
+
 def parse(path: Path, step_every: int | None = None) -> Parsed:
     """Read a console log (read-only) into mapped entries; see the module doc for step numbers."""
     text = read_text(path)
@@ -295,6 +316,7 @@ def parse(path: Path, step_every: int | None = None) -> Parsed:
     parsed.model_name = model_from_text(text)
     offsets: list[int] = []
     dicts, lines, parsed.bad_lines = scan(text, offsets)
+    lines = _drop_unended(path, text, lines, parsed)
     kept = []
     kept_at = []
     completed = False

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rlprobe.errors import SourceUnreadable
-from rlprobe.importers._common import Entry, Parsed, classify, read_text
+from rlprobe.importers._common import Entry, Parsed, classify, json_cut_short, read_text, torn_line, unended_line
 
 
 # Wrappers that hold a step's metrics (verl's file logger writes {"step": N, "data": {...}}).
@@ -67,20 +67,29 @@ def number_entries(rows: Iterable[tuple[int | None, dict[str, Any]]], parsed: Pa
 
 
 def parse_jsonl(path: Path, step_every: int | None = None) -> Parsed:
-    """Read a JSONL file of metric dicts; malformed lines are skipped and their numbers kept."""
+    """Read a JSONL file of metric dicts; malformed lines are skipped and their numbers kept.
+
+    A last line with no newline that is not a JSON object is a record cut mid-write (a writer
+    killed, or still writing): it goes to parsed.torn, not to the malformed lines. One that
+    parses is whole (a JSON object ends with its closing brace) and is read.
+    """
     parsed = Parsed(kind="jsonl", files=[str(path)])
     rows: list[tuple[int | None, dict[str, Any]]] = []
-    for number, line in enumerate(read_text(path).split("\n"), start=1):
+    whole = read_text(path)
+    lines = whole.split("\n")
+    for number, line in enumerate(lines, start=1):
         text = line.strip()
         if not text:
             continue
         try:
             row = json.loads(text)
         except ValueError:
-            parsed.bad_lines.append(number)
-            continue
+            row = None
         if not isinstance(row, dict):
-            parsed.bad_lines.append(number)
+            if number == len(lines):  # no newline after it: cut, not malformed
+                parsed.torn.append(torn_line(path, whole))
+            else:
+                parsed.bad_lines.append(number)
             continue
         rows.append((number, flatten(row)))
     number_entries(rows, parsed, step_every)
@@ -90,9 +99,13 @@ def parse_jsonl(path: Path, step_every: int | None = None) -> Parsed:
 def parse_json_array(path: Path, step_every: int | None = None) -> Parsed:
     """Read a .json file holding a list of metric dicts (or {"log_history": [...]} without the rest)."""
     parsed = Parsed(kind="json", files=[str(path)])
+    text = read_text(path)
     try:
-        data = json.loads(read_text(path))
+        data = json.loads(text)
     except ValueError as exc:
+        if json_cut_short(text):  # one document: a prefix of it is not a run's first steps
+            raise SourceUnreadable(f"{path}: not valid JSON: it ends mid-document (cut while being written, or a "
+                                   "truncated copy); nothing imported") from None
         raise SourceUnreadable(f"{path}: not valid JSON ({str(exc)[:80]})") from None
     if not isinstance(data, list):
         raise SourceUnreadable(f"{path}: a JSON file must hold a list of metric dicts or a trainer_state.json")
@@ -121,8 +134,16 @@ def parse_csv(path: Path, step_every: int | None = None) -> Parsed:
     if not reader.fieldnames:
         raise SourceUnreadable(f"{path}: empty CSV (no header row)")
     rows: list[tuple[int | None, dict[str, Any]]] = []
+    # A CSV row does not say where it ends: cut mid-write, its last cell may be a number cut short
+    # (0.1234 read as 0.12) or missing. Only a newline says a row is whole, so a last row without
+    # one is left out and reported as torn (every CSV writer ends its rows with a newline).
+    unended = bool(unended_line(text).strip())
     try:
         for row in reader:
+            last = unended and reader.line_num == text.count("\n") + 1
+            if last:
+                parsed.torn.append(torn_line(path, text))
+                continue
             if None in row:  # more cells than header names: a torn or misaligned line
                 parsed.bad_lines.append(reader.line_num)
                 continue

@@ -91,7 +91,8 @@ class EventReader:
         self.records: dict[Path, int] = {}  # per file: the records read so far
 
     def torn(self) -> list[dict[str, Any]]:
-        """The files whose bytes past the records read are not a whole record, as of the last read.
+        """The files whose bytes past the records read are not a whole record, as of the last read
+        (_common.torn_note says it in words).
 
         tensorboard's loader stops, without a word, at a record cut mid-write (the last one of a
         live writer, or of a truncated copy) or one that fails its checksum; what follows it is
@@ -163,14 +164,6 @@ def _cut_mid_record(path: Path, offset: int, size: int) -> bool:
     if masked_crc32c(header[:8]) != int.from_bytes(header[8:], "little"):
         return False
     return 16 + int.from_bytes(header[:8], "little") > size - offset
-
-
-def torn_note(torn: dict[str, Any]) -> str:
-    """One line on a file whose tail was not read (EventReader.torn)."""
-    why = ("cut mid-record: a live writer's last record, or a truncated copy" if torn["cut"] else
-           "a record that fails its checksum, and everything after it")
-    return (f"{torn['file']}: its last {torn['tail_bytes']} bytes are not a whole record ({why}); "
-            f"the {torn['records']} records before them are imported")
 
 
 def _size(path: Path) -> int:

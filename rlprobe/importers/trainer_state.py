@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rlprobe.errors import SourceUnreadable
-from rlprobe.importers._common import Entry, Parsed, classify
+from rlprobe.importers._common import Entry, Parsed, classify, json_cut_short
 from rlprobe.keymap import to_float
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
@@ -45,8 +45,13 @@ def looks_like(path: Path) -> bool:
 def _load(path: Path) -> Any:
     try:
         with open(path, "r", encoding="utf-8") as fh:
-            return json.load(fh)
+            text = fh.read()
+        return json.loads(text)
     except (OSError, ValueError) as exc:
+        if isinstance(exc, ValueError) and not isinstance(exc, UnicodeDecodeError) and json_cut_short(text):
+            # The Trainer writes it in place at each checkpoint: a prefix is a copy taken mid-write.
+            raise SourceUnreadable(f"{path}: not readable as JSON: it ends mid-document (cut while being written, "
+                                   "or a truncated copy); read it once written, or an earlier checkpoint's") from None
         raise SourceUnreadable(f"{path}: not readable as JSON ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})") from None
 
 

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlprobe import __version__
-from rlprobe.importers._common import Parsed
-from rlprobe.importers.tensorboard import torn_note
+from rlprobe.importers._common import Parsed, torn_note
 from rlprobe.keymap import why_extra
 from rlprobe.schemas import EXTRA_PREFIX, REWARD_COMPONENT_PREFIX, STEP_COLUMN_TYPES, Event, RunManifest, new_run_id
 
@@ -64,8 +63,12 @@ class ImportReport:
         out["bad_line_count"] = len(self.bad_lines)
         return out
 
-    def summary(self) -> str:
-        """A few human lines: what was imported, from where, and what was not understood."""
+    def summary(self, torn: bool = True) -> str:
+        """A few human lines: what was imported, from where, and what was not understood.
+
+        torn=False leaves out the lines on files whose tail was not read (`rlprobe import` prints
+        those on stderr, where a warning about the source belongs: see torn_notes).
+        """
         span = f"steps {self.first_step}..{self.last_step}" if self.steps else "no steps"
         lines = [
             f"imported {self.kind} {self.source}",
@@ -96,7 +99,7 @@ class ImportReport:
         if self.bad_lines:
             shown = ", ".join(map(str, self.bad_lines[:10])) + (", ..." if len(self.bad_lines) > 10 else "")
             lines.append(f"  malformed lines skipped ({len(self.bad_lines)}): {shown}")
-        lines += [f"  torn: {torn_note(t)}" for t in self.torn]
+        lines += [f"  torn: {torn_note(t)}" for t in self.torn] if torn else []
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(line for line in lines if line)
 
@@ -126,18 +129,23 @@ class RootReport:
         return {"source": self.source, "kind": self.kind, "run_dir": self.run_dir,
                 "runs": [r.to_dict() for r in self.runs], "failed": [{"run": n, "error": e} for n, e in self.failed]}
 
-    def summary(self) -> str:
-        """One line per run, then the runs that could not be imported."""
+    def summary(self, torn: bool = True) -> str:
+        """One line per run (and its torn files, unless torn=False), then the runs that could not be imported."""
         lines = [f"imported {len(self.runs)} {self.kind} runs from {self.source}", f"  -> {self.run_dir} (a runs root)"]
         for r in self.runs:
             name = os.path.relpath(r.run_dir, self.run_dir)
             span = f"steps {r.first_step}..{r.last_step}" if r.steps else "no steps"
             lines.append(f"  {name}: {r.steps} steps ({span}), {r.samples} samples, {len(r.fields)} fields mapped"
                          + (f", {len(r.unmapped)} keys kept as extras" if r.unmapped else ""))
-            lines += [f"    torn: {torn_note(t)}" for t in r.torn]
+            lines += [f"    torn: {torn_note(t)}" for t in r.torn] if torn else []
         for name, why in self.failed:
             lines.append(f"  not imported: {name}: {why}")
         return "\n".join(lines)
+
+
+def torn_notes(report: ImportReport | RootReport) -> list[str]:
+    """One line per file whose tail was not imported, over a run or every run of a root."""
+    return [torn_note(t) for one in getattr(report, "runs", [report]) for t in one.torn]
 
 
 def _ordered_union(lists: list[list[str]]) -> list[str]:

@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rlprobe.importers._common import Entry, Parsed, classify, model_from_text, read_text
+from rlprobe.importers._common import Entry, Parsed, classify, model_from_text, read_text, torn_line, unended_line
 
 _PREFIX = r"(?:Rank\d+\s+)?"
 _STATS = re.compile(r"\]\s*Rollout (\d+) data statistics:\s*$")
@@ -92,6 +92,12 @@ def parse(path: Path, step_every: int | None = None) -> Parsed:
     text = read_text(path)
     parsed = Parsed(kind="xtuner", files=[str(path)])
     parsed.model_name = model_from_text(text)
+    tail = unended_line(text)
+    if tail.strip():
+        # XTuner's logger writes whole lines: one without its newline was cut mid-write (a value
+        # in it may be cut mid-number), so it is not read and the import says so.
+        parsed.torn.append(torn_line(path, text))
+        text = text[: len(text) - len(tail)]
     if step_every is not None:
         parsed.notes.append("--step-every is ignored: each rollout prints its index")
     rollouts: dict[int, _Rollout] = {}
