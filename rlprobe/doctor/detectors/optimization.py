@@ -362,6 +362,13 @@ def adv_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
 # ---------------------------------------------------------------------------------------------
 # VALUE_DIVERGENCE
 # ---------------------------------------------------------------------------------------------
+_VALUE_HEAD_ACTIONS = (
+    "Lower the value learning rate or vf_coef; check value clipping (cliprange_value) against the reward scale.",
+    "Normalise or clip rewards so the returns the value head must predict keep a stable scale.",
+)
+"""What to try for a value head that lost track of the returns, however it was found."""
+
+
 def _value_loss_from_opening(ctx: DetectorContext, vl: MetricFeatures, p: dict[str, Any]) -> Finding | None:
     """A value loss that left the run's first logged points inside the early window and stayed.
 
@@ -401,8 +408,7 @@ def _value_loss_from_opening(ctx: DetectorContext, vl: MetricFeatures, p: dict[s
         "to the last logged step: the value head got worse than it started, so PPO's advantages are now mostly noise.",
         {"value_loss_opening": level, "value_loss_ratio_typical": typical, "value_loss_peak_ratio": float(np.nanmax(ratio))},
         [
-            "Lower the value learning rate or vf_coef; check value clipping (cliprange_value) against the reward scale.",
-            "Normalise or clip rewards so the returns the value head must predict keep a stable scale.",
+            *_VALUE_HEAD_ACTIONS,
             "Check how the value head is initialised (from the reward model, or a fresh head) against the reward scale.",
         ],
     ).model_copy(update={"ongoing": True})
@@ -499,8 +505,7 @@ def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         "The value head stopped predicting returns: " + " and ".join(parts) + ". PPO's advantages are now mostly noise.",
         evidence,
         [
-            "Lower the value learning rate or vf_coef; check value clipping (cliprange_value) against the reward scale.",
-            "Normalise or clip rewards so the returns the value head must predict keep a stable scale.",
+            *_VALUE_HEAD_ACTIONS,
             "Roll back to before the onset if the policy has started to degrade (see reward and KL).",
         ],
     )
