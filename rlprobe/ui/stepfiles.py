@@ -52,6 +52,7 @@ class FileFacts:
     first_wall_time: Optional[float]
     last_wall_time: Optional[float]
     columns: frozenset[str]
+    row_groups: tuple[int, ...] = ()  # rows of each row group, in order (from the footer)
 
     @property
     def repeats(self) -> Optional[bool]:
@@ -212,21 +213,22 @@ class StepFileFacts:
                 out[key] = FileFacts(0, None, None, 0, None, None, None, frozenset())
                 continue
             columns = top_level_columns(m["fields"] or [])
+            groups = tuple(int(n) for n in m["row_groups"] or ())
             lo, hi = m["step_lo"], m["step_hi"]
             if not m["rows"] or "step" not in columns:
-                out[key] = FileFacts(int(m["rows"] or 0), None, None, 0, 0 if not m["rows"] else None, None, None, columns)
+                out[key] = FileFacts(int(m["rows"] or 0), None, None, 0, 0 if not m["rows"] else None, None, None, columns, groups)
             elif lo is None or hi is None or hi - lo + 1 > MAX_SPAN_BITS:
-                out[key] = FileFacts(int(m["rows"]), None, None, 0, None, None, None, columns)
+                out[key] = FileFacts(int(m["rows"]), None, None, 0, None, None, None, columns, groups)
             else:
                 countable.append((path, lo, hi - lo + 1))
-                out[key] = FileFacts(int(m["rows"]), None, None, 0, None, None, None, columns)
+                out[key] = FileFacts(int(m["rows"]), None, None, 0, None, None, None, columns, groups)
         for batch in _batches(countable):
             params = {"files": [p for p, _, _ in batch], "offsets": [o for _, o, _ in batch],
                       "bits": max(span for _, _, span in batch) - 1}
             for r in self._query("ui_step_file_facts", params):
                 key = by_path[r["filename"]]
                 out[key] = FileFacts(int(r["rows"]), r["first_step"], r["last_step"], int(r["steps"]), int(r["distinct_steps"]),
-                                     r["first_wall_time"], r["last_wall_time"], out[key].columns)
+                                     r["first_wall_time"], r["last_wall_time"], out[key].columns, out[key].row_groups)
         return out
 
 
