@@ -345,6 +345,23 @@ def test_the_columns_held_stay_under_their_bound(mixed_root: Path) -> None:
     assert small.columns.nbytes <= 10_000
 
 
+def test_the_metric_picker_counts_from_the_footers_what_the_views_count(mixed_root: Path) -> None:
+    """Each metric's values per run, read from the step files' footers where the view reads the
+    files as they are: the rows ui_metrics counts through the views, NaN and inf included."""
+    import pyarrow.parquet as pq
+
+    cat = _catalog(mixed_root)
+    through_views = cat.query("ui_metrics", {"run_ids": RUNS}, cat.dirs_of(RUNS))
+    assert cat._metrics_from_footers(RUNS, cat.dirs_of(RUNS)) == through_views
+    assert cat.metrics(RUNS) == through_views
+    assert {m["metric"]: m["runs"] for m in through_views}["extra.late"] == ["live"]  # NULL before step 120
+    steps = mixed_root / "closed" / "steps.parquet"  # a file written without statistics: counted through the views
+    pq.write_table(pq.read_table(steps), steps, write_statistics=False)
+    cat.forget_files()
+    assert cat._metrics_from_footers(RUNS, cat.dirs_of(RUNS)) is None
+    assert cat.metrics(RUNS) == through_views
+
+
 def test_nothing_outside_the_root_is_read(tmp_path: Path) -> None:
     """A step file that is a link out of the root: DuckDB refuses it on this path as on the views'."""
     rng = np.random.default_rng(5)

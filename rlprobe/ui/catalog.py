@@ -300,6 +300,9 @@ class Catalog:
         return self.cached(("metrics", tuple(run_ids), self.versions(run_ids)), lambda: self._metrics(run_ids, dirs))
 
     def _metrics(self, run_ids: list[str], dirs: list[str]) -> list[dict[str, Any]]:
+        counted = self._metrics_from_footers(run_ids, dirs)
+        if counted is not None:
+            return counted
         try:
             return self.query("ui_metrics", {"run_ids": run_ids}, dirs)
         except QueryError:
@@ -314,6 +317,37 @@ class Catalog:
                     m["n"] += r["n"]
                     m["runs"] += r["runs"] or []
             return [merged[k] for k in sorted(merged)]
+
+    def _metrics_from_footers(self, run_ids: list[str], dirs: list[str]) -> list[dict[str, Any]] | None:
+        """ui_metrics' rows counted from the step files' footers (each column chunk's rows less its
+        NULLs) instead of every value of every column through the views (~0.3 s for three
+        100k-step runs), for runs whose files the view reads as they are (series_plan); None when
+        some run must be counted through the views, or a footer lacks a null count. NaN and inf
+        count as values in both, as count() counts them."""
+        files = {d: list_run_files(d) for d in dict.fromkeys(dirs)}
+        plan = self.series_plan(run_ids, files)
+        if plan is None:
+            return None
+        try:
+            numeric = self._columns(dirs, files)
+        except QueryError:
+            return None
+        facts = self.step_files.get(k for _, k in plan)
+        counts: dict[str, dict[str, int]] = {}  # metric -> run_id -> values
+        for run_id, key in plan:
+            values = facts[key].values
+            if values is None:
+                return None
+            for metric, n in values:
+                if metric in numeric:
+                    by_run = counts.setdefault(metric, {})
+                    by_run[run_id] = by_run.get(run_id, 0) + n
+        rows = []
+        for metric in sorted(counts):
+            n = sum(counts[metric].values())
+            if n > 0:
+                rows.append({"metric": metric, "n": n, "runs": sorted(r for r, v in counts[metric].items() if v > 0)})
+        return rows
 
     def series(self, run_ids: Sequence[str], metrics: Sequence[str], *, x: str = "step", bins: int = 1000,
                lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
