@@ -7,6 +7,11 @@ keeps anyone, the SQL console included, from changing that. Every request gets i
 some runs, the views narrowed to those runs' directories (the rlprobe_scope variable), so a chart
 of two runs never lists the files of the other hundred.
 
+Charts of runs whose step files need no merging are binned from those files' columns
+(rlprobe.ui.stepfiles decides, rlprobe.ui.columns holds the columns in memory between requests,
+keyed by each file's path, size, mtime and inode), and the metric picker counts their values from
+the files' footers; other runs go through the views. Both ways give the same figures.
+
 Every SQL text is a `kind: query` file under sql/v1/ui/queries/ (or the report's, reused). Nothing
 here writes anywhere.
 """
