@@ -18,9 +18,10 @@ Figures, median of the repeats:
 - chart request: /api/series of one metric for 10 runs (and 3 runs on the 100-run root), 1000
   bins, with the runs listing the page's last poll made (at most a second old, as in use), and
   what the app learned of those runs' step files when it drew them before (each file's steps
-  and columns, kept while its size and mtime stay: rlprobe.ui.stepfiles), as for any chart of
-  runs on the page: another metric, a zoom. Target: under 300 ms. Also all 8 charts in one
-  request, a zoomed request, and "runs never drawn before" (the files' facts learned too, as for
+  and columns, kept while its size and mtime stay: rlprobe.ui.stepfiles; and the columns its
+  charts read, held decoded in memory: rlprobe.ui.columns), as for any chart of runs on the
+  page: another metric, a zoom. Target: under 300 ms. Also all 8 charts in one
+  request, a zoomed request, and "runs never drawn before" (the files' facts and columns learned too, as for
   the first chart after the server starts; the page load rows learn them as well).
 - baseline: the same runs' step and metric columns read with DuckDB straight from the parquet
   files into Arrow (what any reader pays to get the rows), in the same run; printed as a ratio.

@@ -10,7 +10,10 @@ v1.series_bins, is checked against that oracle on every axis); several metrics i
 are each what it is asked alone; runs the view must merge (a step logged twice, overlapping
 parts, one run_id in two folders) are read through the views; a live run's new part is drawn on
 the next request and only that part is learned; a file replaced while it is read is not
-trusted; nothing outside the root is read. Nothing here is timed (benchmarks/ui.py is).
+trusted; nothing outside the root is read. The columns a chart read are held in memory for the
+next one (rlprobe.ui.columns): charts from them are the files' charts to the bit, a live run's
+new step is drawn from its new part, and what is held stays under its bound. Nothing here is
+timed (benchmarks/ui.py is).
 """
 
 from __future__ import annotations
@@ -277,6 +280,86 @@ def test_a_file_replaced_while_it_is_read_is_not_trusted(mixed_root: Path, monke
     monkeypatch.setattr(catalog_module, "stat_key", lambda path: reads.append(path) or ("replaced", 0, 0, 0))
     assert_same_chart(_drawn(cat, ["closed"], ["kl_mean"]), want)  # drawn through the views
     assert reads  # the files were looked at again after the read
+
+
+def _bytes(cat: Catalog, run_ids: list[str], metrics: list[str], **kwargs: Any) -> str:
+    """The chart's answer as the dashboard sends it (the answer itself never kept)."""
+    cat._cache.clear()
+    return dumps(cat.series(run_ids, metrics, **kwargs))
+
+
+@pytest.mark.parametrize("x", ["step", "wall_time", "relative"])
+def test_charts_from_the_columns_held_in_memory_are_the_files_charts_to_the_bit(mixed_root: Path, x: str) -> None:
+    """The first chart reads the columns and holds them; the next ones bin them from memory. Every
+    figure is the same bits as binning the files again (NaN/inf, a column that appears late, a
+    metric only a rank sub-recording holds, zoomed, coarse bins spanning several parts).
+
+    A bin whose rows lie in several files of a run is summed in parts when DuckDB's two threads
+    read those files, and its mean then moves in the last bit from one request to the next,
+    files or memory alike: on one thread every sum adds its rows in order, so both are compared
+    there; on the default threads, the runs of one file each."""
+    for threads, runs in ((1, RUNS), (None, ["closed", "sparse", "ranked"])):
+        held = Catalog(mixed_root, threads=threads)
+        held._series_json = lambda name, *a, **k: pytest.fail(f"{name} read the files")  # type: ignore[method-assign]
+        files = Catalog(mixed_root, column_cache_bytes=0, threads=threads)
+        for kwargs in ({}, {"bins": 7}, {"lo": 40.0, "hi": 90.0, "bins": 50}):
+            first = _bytes(held, runs, METRICS, x=x, **kwargs)
+            assert len(held.columns) > 0 and len(files.columns) == 0
+            assert _bytes(held, runs, METRICS, x=x, **kwargs) == first == _bytes(files, runs, METRICS, x=x, **kwargs)
+
+
+def test_only_columns_finite_in_every_row_skip_the_checks_for_nan_and_inf(mixed_root: Path) -> None:
+    cat = _catalog(mixed_root)
+    _bytes(cat, ["closed"], ["kl_mean", "reward_mean"])
+    (key,) = [k for r, k in cat.series_plan(["closed"]) or []]
+    held = cat.columns.get([(key, cat.step_files.get([key])[key])], ["kl_mean", "reward_mean"])[key]
+    assert (held["kl_mean"].clean, held["reward_mean"].clean) == (False, True)  # kl_mean holds NaN, inf and -inf
+
+
+def test_a_live_run_gaining_a_step_between_requests_is_drawn_from_its_new_part(tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    writer = _write(tmp_path / "runs" / "live", "live", list(range(100)), rng, per_part=25, compact=False)
+    cat, files = _catalog(tmp_path / "runs"), Catalog(tmp_path / "runs", column_cache_bytes=0)
+    files.runs_max_age_s = 0.0
+    before = json.loads(_bytes(cat, ["live"], ["kl_mean"]))["series"]["live"]["kl_mean"]
+    held_before = len(cat.columns)
+    writer.write_steps([{"step": 100, "wall_time": T0 + 150.0, "kl_mean": 1e6, "reward_mean": 0.0}])
+    after = _bytes(cat, ["live"], ["kl_mean"])
+    kl = json.loads(after)["series"]["live"]["kl_mean"]
+    assert max(before["step_max"]) == 99 and max(kl["step_max"]) == 100 and max(kl["v_max"]) == 1e6
+    assert len(cat.columns) == held_before + 3  # the new part's step, wall_time and kl_mean; the others were held
+    assert after == _bytes(files, ["live"], ["kl_mean"])
+    writer.compact()  # the parts replaced by one new file: read, and the same figures
+    assert json.loads(_bytes(cat, ["live"], ["kl_mean"]))["series"] == json.loads(after)["series"]
+
+
+def test_the_columns_held_stay_under_their_bound(mixed_root: Path) -> None:
+    """Least recently used columns go first; a chart that needs more than the bound reads the files."""
+    want = _bytes(_catalog(mixed_root), RUNS, METRICS)
+    small = Catalog(mixed_root, column_cache_bytes=10_000)  # about one run's columns
+    small.runs_max_age_s = 0.0
+    for run_id in RUNS:
+        _bytes(small, [run_id], ["kl_mean"])
+        assert 0 < small.columns.nbytes <= 10_000
+    assert _bytes(small, RUNS, METRICS) == want  # more than 10 kB: read from the files
+    assert small.columns.nbytes <= 10_000
+
+
+def test_the_metric_picker_counts_from_the_footers_what_the_views_count(mixed_root: Path) -> None:
+    """Each metric's values per run, read from the step files' footers where the view reads the
+    files as they are: the rows ui_metrics counts through the views, NaN and inf included."""
+    import pyarrow.parquet as pq
+
+    cat = _catalog(mixed_root)
+    through_views = cat.query("ui_metrics", {"run_ids": RUNS}, cat.dirs_of(RUNS))
+    assert cat._metrics_from_footers(RUNS, cat.dirs_of(RUNS)) == through_views
+    assert cat.metrics(RUNS) == through_views
+    assert {m["metric"]: m["runs"] for m in through_views}["extra.late"] == ["live"]  # NULL before step 120
+    steps = mixed_root / "closed" / "steps.parquet"  # a file written without statistics: counted through the views
+    pq.write_table(pq.read_table(steps), steps, write_statistics=False)
+    cat.forget_files()
+    assert cat._metrics_from_footers(RUNS, cat.dirs_of(RUNS)) is None
+    assert cat.metrics(RUNS) == through_views
 
 
 def test_nothing_outside_the_root_is_read(tmp_path: Path) -> None:

@@ -52,6 +52,8 @@ class FileFacts:
     first_wall_time: Optional[float]
     last_wall_time: Optional[float]
     columns: frozenset[str]
+    row_groups: tuple[int, ...] = ()  # rows of each row group, in order (from the footer)
+    values: Optional[tuple[tuple[str, int], ...]] = None  # non-NULL values per column (footer); None: unknown
 
     @property
     def repeats(self) -> Optional[bool]:
@@ -134,6 +136,18 @@ def top_level_columns(fields: Sequence[dict[str, Any]]) -> frozenset[str]:
     return frozenset(names)
 
 
+def column_values(fields: Sequence[dict[str, Any]], leaf_values: Sequence[Optional[int]]) -> Optional[tuple[tuple[str, int], ...]]:
+    """Each top-level column's non-NULL values, from a footer's fields (as top_level_columns takes
+    them) and its leaves' counts in leaf order; None unless every field is a leaf (a flat schema,
+    as step files are: then leaf i is field i) and every count is known."""
+    if not fields:
+        return None
+    top = fields[1:]
+    if any(int(f.get("children") or 0) for f in top) or len(top) != len(leaf_values) or any(v is None for v in leaf_values):
+        return None
+    return tuple((str(f["name"]), int(v)) for f, v in zip(top, leaf_values))  # type: ignore[arg-type]
+
+
 def chosen_files(run: RunFiles, facts: dict[FileKey, FileFacts]) -> list[FileKey]:
     """The files the steps view reads for rank 0 of run: the compacted file when it holds rows
     (src_steps decides from the files its scan read, and a file without rows is not among
@@ -212,21 +226,23 @@ class StepFileFacts:
                 out[key] = FileFacts(0, None, None, 0, None, None, None, frozenset())
                 continue
             columns = top_level_columns(m["fields"] or [])
+            groups = tuple(int(n) for n in m["row_groups"] or ())
+            values = column_values(m["fields"] or [], m["leaf_values"] or [])
             lo, hi = m["step_lo"], m["step_hi"]
             if not m["rows"] or "step" not in columns:
-                out[key] = FileFacts(int(m["rows"] or 0), None, None, 0, 0 if not m["rows"] else None, None, None, columns)
+                out[key] = FileFacts(int(m["rows"] or 0), None, None, 0, 0 if not m["rows"] else None, None, None, columns, groups, values)
             elif lo is None or hi is None or hi - lo + 1 > MAX_SPAN_BITS:
-                out[key] = FileFacts(int(m["rows"]), None, None, 0, None, None, None, columns)
+                out[key] = FileFacts(int(m["rows"]), None, None, 0, None, None, None, columns, groups, values)
             else:
                 countable.append((path, lo, hi - lo + 1))
-                out[key] = FileFacts(int(m["rows"]), None, None, 0, None, None, None, columns)
+                out[key] = FileFacts(int(m["rows"]), None, None, 0, None, None, None, columns, groups, values)
         for batch in _batches(countable):
             params = {"files": [p for p, _, _ in batch], "offsets": [o for _, o, _ in batch],
                       "bits": max(span for _, _, span in batch) - 1}
             for r in self._query("ui_step_file_facts", params):
                 key = by_path[r["filename"]]
                 out[key] = FileFacts(int(r["rows"]), r["first_step"], r["last_step"], int(r["steps"]), int(r["distinct_steps"]),
-                                     r["first_wall_time"], r["last_wall_time"], out[key].columns)
+                                     r["first_wall_time"], r["last_wall_time"], out[key].columns, out[key].row_groups, out[key].values)
         return out
 
 

@@ -57,7 +57,7 @@ placed AS (
     ANTI JOIN superseded AS d ON d.run_key = p.run_key AND d.step = p.step AND p.wall_time IS DISTINCT FROM d.latest
 ),
 binned AS (
-    SELECT * FROM v1.series_bins('placed', (SELECT lo FROM extent), (SELECT hi FROM extent), $metrics, $bins, $x)
+    SELECT * FROM v1.series_bins('placed', (SELECT lo FROM extent), (SELECT hi FROM extent), $metrics, []::VARCHAR[], $bins, $x)
 )
 SELECT c.run_id, b.* EXCLUDE (run_key)
 FROM binned AS b

@@ -14,7 +14,8 @@
 -- doc: statistics lie inside it. Parameters: $files VARCHAR[], $file_run_ids VARCHAR[],
 -- doc: $file_first_wall_times DOUBLE[] (per file: the zero of the 'relative' axis is its run's
 -- doc: smallest), $metrics VARCHAR[] (columns some of the files hold), $x VARCHAR, $bins BIGINT,
--- doc: $lo DOUBLE, $hi DOUBLE. The rows come in no particular order (ui_series' are sorted by
+-- doc: $lo DOUBLE, $hi DOUBLE, $clean VARCHAR[] (those of $metrics that hold a finite value in every
+-- doc: row of every file: v1.series_bins aggregates them without its CASEs). The rows come in no particular order (ui_series' are sorted by
 -- doc: run_id, metric and bin).
 -- columns: run_id VARCHAR, metric VARCHAR, bin BIGINT, n BIGINT, x_min DOUBLE, step_min BIGINT,
 -- columns: v_min DOUBLE, x_max DOUBLE, step_max BIGINT, v_max DOUBLE, x_mean DOUBLE,
@@ -38,7 +39,7 @@ placed AS (
     JOIN files AS o ON o.filename = r.filename
 ),
 binned AS (
-    SELECT * FROM v1.series_bins('placed', $lo::DOUBLE, $hi::DOUBLE, $metrics, $bins, $x)
+    SELECT * FROM v1.series_bins('placed', $lo::DOUBLE, $hi::DOUBLE, $metrics, $clean::VARCHAR[], $bins, $x)
 )
 -- not sorted: ui_series_json, which the dashboard runs over these rows in the same statement,
 -- puts each series' bins in order, and sorting 80k rows by run_id and metric first cost as much
