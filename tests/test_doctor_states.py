@@ -374,6 +374,34 @@ def test_a_format_learned_inside_the_early_window_while_correctness_falls_is_for
     assert f.severity in ("warn", "critical") and f.first_step <= 45 and "early in the run" in f.explanation
 
 
+def test_a_format_taken_up_early_while_correctness_gains_a_little_is_format_gaming() -> None:
+    """45 points every 5 steps: the format reward jumps 0.25 -> 1.0 at step 20, and the answer
+    reward edges 0.30 -> 0.34. That is measurable, but the reward's gain is the format's: the
+    answers paid back a twentieth of it, so the policy took up the easy reward."""
+    n = 45
+    i = np.arange(n)
+    fmt = np.clip(np.where(i < 3, 0.25, 1.0) + rng(41).normal(0, 0.01, n), 0, 1)
+    answer = np.where(i < 3, 0.30, 0.34) + rng(42).normal(0, 0.01, n)
+    t = table(n, step_every=5, reward_mean=fmt + answer, **{"reward_component.strict_format": fmt, "reward_component.answer_reward": answer})
+    f = findings(t)["FORMAT_GAMING"]
+    assert f.severity == "warn" and f.first_step <= 25 and "stagnated" in f.explanation
+    # answers that paid back half the format's gain were learned with it
+    answer = np.where(i < 3, 0.30, 0.68) + rng(42).normal(0, 0.01, n)
+    t = table(n, step_every=5, reward_mean=fmt + answer, **{"reward_component.strict_format": fmt, "reward_component.answer_reward": answer})
+    assert "FORMAT_GAMING" not in findings(t)
+
+
+def test_a_format_term_worth_little_of_the_reward_is_not_gamed() -> None:
+    """824 steps: a format term weighted 0.1 creeps 0.047 -> 0.083 over the run while accuracy
+    holds at 0.40. Its whole gain adds under a tenth of the reward: nothing worth gaming."""
+    n = 824
+    r = rng(43)
+    fmt = np.linspace(0.047, 0.083, n) + r.normal(0, 0.002, n)
+    acc = 0.40 + r.normal(0, 0.02, n)
+    t = table(n, reward_mean=fmt + acc, **{"reward_component.format": fmt, "reward_component.accuracy": acc})
+    assert "FORMAT_GAMING" not in loud(findings(t))
+
+
 def test_a_creep_that_reaches_twice_the_early_step_time_by_the_end_is_a_warning() -> None:
     """Step time creeping 55 s -> 135 s over 314 points with completion length flat: its median over
     the stretch is under 2x, the level it reached is 2.3x, and every step still to come costs that."""
@@ -383,6 +411,19 @@ def test_a_creep_that_reaches_twice_the_early_step_time_by_the_end_is_a_warning(
     flat = 200 * (1 + r.normal(0, 0.02, n))
     f = findings(table(n, step_time_s=slow, completion_len_mean=flat))["THROUGHPUT_ROT"]
     assert f.severity == "warn" and f.evidence["ratio_while_high"] < 2.0 and "not the length" in f.explanation
+
+
+def test_a_slow_down_in_the_last_points_of_a_sparse_log_is_seen_before_the_smoother_catches_up() -> None:
+    """31 points at a stride of 7: step time 90 s, then 160-205 s on the last five points with
+    completion length flat. Every raw point of that stretch sits above 1.5x; the smoothed series,
+    a few points behind, does not yet, and it must not delay what the raw points already show."""
+    n = 31
+    r = rng(54)
+    t = 90.0 * (1 + r.normal(0, 0.02, n))
+    t[-6:] = [140.0, 163.0, 186.0, 205.0, 204.0, 201.0]
+    flat = 300 * (1 + r.normal(0, 0.02, n))
+    f = findings(table(n, step_every=7, step_time_s=t, completion_len_mean=flat))["THROUGHPUT_ROT"]
+    assert f.severity == "warn" and f.first_step in (182, 189) and "not the length" in f.explanation
 
 
 def test_a_slow_down_inside_the_early_window_is_measured_from_the_steps_before_it() -> None:
@@ -876,6 +917,21 @@ def test_a_change_inside_a_bin_of_a_long_run_is_dated_at_its_logged_step() -> No
               reward_std=np.where(alive, 0.3 + r.normal(0, 0.03, n), 0.0))
     f = findings(t)["REWARD_STD_DEATH"]
     assert f.severity == "critical" and f.first_step == 3220
+
+
+def test_a_blow_up_whose_first_step_shares_a_bin_is_dated_where_it_passed_the_threshold() -> None:
+    """1,684 steps (bins of two): entropy 0.38 to step 427, then a ramp 1.37, 2.4, 3.2, ... to ~7.
+    Step 428 is 3.6x the level before, past the blow-up's 2.5x, though nearer the old level than
+    the new one: it is the first step where the condition holds, and the finding starts there."""
+    n = 1684
+    r = rng(114)
+    steps = np.arange(1, n + 1)
+    ramp = np.array([1.37, 2.37, 3.22, 4.06, 5.16, 5.74, 6.44, 6.76])
+    e = 0.38 + r.normal(0, 0.01, n)
+    e[427:] = 7.0 + r.normal(0, 0.1, n - 427)
+    e[427:427 + len(ramp)] = ramp
+    f = findings(table(n, entropy_mean=e))["ENTROPY_BLOWUP"]
+    assert steps[427] == 428 and f.first_step == 428 and "from step 428" in f.explanation
 
 
 def test_a_grad_norm_that_jumps_for_good_in_the_first_steps_is_growth() -> None:

@@ -228,7 +228,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "FORMAT_GAMING", "A format reward pins at its ceiling while correctness stagnates", "reward",
         "warn when a format component jumps to its ceiling while correctness stagnates; critical when correctness falls",
         needs_all=("reward_mean",),
-        params=_p(rise_z=5.0, late_share=0.7, near_ceiling=0.15, min_rise_share=0.2, correct_rise_max=1.0, stall_ratio=0.25, fall_critical=3.0,
+        params=_p(rise_z=5.0, late_share=0.7, near_ceiling=0.15, min_rise_share=0.2, correct_rise_max=1.0, learn_share=0.25, min_reward_share=0.15, stall_ratio=0.25, fall_critical=3.0,
                   sustain_frac=0.03, format_pattern=FORMAT_PATTERN, correct_pattern=CORRECT_PATTERN),
         noun="format gaming",
     ),

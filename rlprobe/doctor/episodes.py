@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -119,14 +119,16 @@ def make_finding(
     evidence: dict[str, Any],
     actions: list[str],
     sample_order: str = "abs(advantage) DESC NULLS LAST",
+    holds: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Finding:
     """A Finding for an episode, with links to the samples captured while it held.
 
     On a run binned coarser than its steps, the first step is moved inside the bin before the
     episode when that bin's last logged steps already sit at the episode's level (onset_in_bin),
-    and the explanation's "step N" follows it."""
+    and the explanation's "step N" follows it. `holds`, when the detector has one, says which
+    logged values meet its condition (see onset_in_bin)."""
     first_step, last_step = episode.steps(feat)
-    inside = onset_in_bin(ctx, feat, episode.onset)
+    inside = onset_in_bin(ctx, feat, episode.onset, holds=holds)
     if inside is not None and inside < first_step:
         explanation = re.sub(rf"\b(steps?) {first_step}\b", rf"\g<1> {inside}", explanation)
         first_step = inside
@@ -147,7 +149,8 @@ def make_finding(
     )
 
 
-def onset_in_bin(ctx: DetectorContext, feat: MetricFeatures, index: int, span: int = 5) -> int | None:
+def onset_in_bin(ctx: DetectorContext, feat: MetricFeatures, index: int, span: int = 5,
+                 holds: Callable[[np.ndarray], np.ndarray] | None = None) -> int | None:
     """The first step of a change that began inside the bin before `index`, from the steps as
     logged, or None.
 
@@ -157,7 +160,11 @@ def onset_in_bin(ctx: DetectorContext, feat: MetricFeatures, index: int, span: i
     nearer, the level before (the steps of up to `span` bins before it) or the episode's (its
     first `span` bins); the unbroken run of steps at the episode's level that ends the bin is
     where the change began (a reward function that returned 0 from step 3220 of a bin of steps
-    3215 and 3220)."""
+    3215 and 3220). A detector whose condition is a threshold passes it as `holds`: a step of the
+    bin then belongs to the episode when its value meets the condition, which is the post-hoc
+    onset's rule (the first logged point where the condition holds). Nearness to the two levels
+    would hand the first step of a ramp to the level before: entropy 0.38 -> 1.37 -> 2.4 -> ... -> 6.9
+    has 1.37 nearer 0.38, though it is 3.6x the level before and the blow-up's first step."""
     if index <= 0 or index >= len(feat) or int(feat.step_hi[index - 1]) <= int(feat.step[index - 1]):
         return None  # one step a bin: nothing inside it to read
     name = feat.metric if feat.metric in ctx.raw else f"reward_component.{feat.metric}"
@@ -176,7 +183,8 @@ def onset_in_bin(ctx: DetectorContext, feat: MetricFeatures, index: int, span: i
         return None
     bin_rows = (steps >= lo) & (steps <= hi) & np.isfinite(values)
     in_steps, in_values = steps[bin_rows], values[bin_rows]
-    near = np.abs(in_values - now) < np.abs(in_values - was)
+    near = (np.asarray(holds(in_values), dtype=bool) if holds is not None
+            else np.abs(in_values - now) < np.abs(in_values - was))
     k = len(near)
     while k > 0 and near[k - 1]:
         k -= 1

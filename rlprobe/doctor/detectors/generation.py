@@ -599,8 +599,12 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     opening = nanmedian(value[: max(3, int(0.05 * len(feat)))])
     early = opening if np.isfinite(opening) and 0 < opening < feat.b_median else float(feat.b_median)
     ratio = finite_or(feat.smooth, feat.b_median) / early
+    # the smoothed level confirms a slow-down and the raw points date it: a sparse log whose last
+    # sustained stretch of points all sit at the new level holds it, though the smoother, a few
+    # points behind, has not caught up yet (a step-up in the last sixth of a 31-point log)
+    raw_high = np.nan_to_num(value / early, nan=0.0) >= p["ratio_info"]
     episode = find_episode(
-        feat, warn=ratio >= p["ratio_info"], critical=np.zeros(len(feat), dtype=bool), sustain=sustain,
+        feat, warn=(ratio >= p["ratio_info"]) | raw_high, critical=np.zeros(len(feat), dtype=bool), sustain=sustain,
         refine_with=finite_or(feat.smooth, feat.b_median), not_before=baseline_end(len(feat)),
     )
     if episode is None:
@@ -631,8 +635,10 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         ratio = finite_or(feat.smooth, feat.b_median) / base
     held = float(np.median(ratio[seg]))
     # a creep is still growing: the level it reached by the last points, not the median over the
-    # whole stretch, is what every step still to come costs
-    now_ratio = float(np.nanmedian(np.asarray(ratio, dtype=float)[max(episode.start, episode.end + 1 - sustain) : episode.end + 1]))
+    # whole stretch, is what every step still to come costs. The median of the raw points there
+    # (the smoother lags a step-up by a few points, and a median of a sustained stretch is
+    # already robust to one slow step)
+    now_ratio = float(np.nanmedian(value[max(episode.start, episode.end + 1 - sustain) : episode.end + 1])) / base
     first_step, last_step = episode.steps(feat)
     evidence: dict[str, Any] = {
         f"{metric}_baseline": base,
@@ -671,7 +677,7 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         confidence(held / p["ratio_info"] - 1.0, 0.5, episode.end - episode.start + 1, sustain),
         f"Each step takes {held:.1f}x as long as early in the run"
         + (f", {now_ratio:.1f}x by step {feat.step_at(episode.end)}" if now_ratio >= 1.15 * held else "")
-        + f" ({metric} {base:.3g}s -> {float(feat.smooth[-1]):.3g}s). {why}",
+        + f" ({metric} {base:.3g}s -> {now_ratio * base:.3g}s). {why}",
         evidence,
         [
             "Compare generation_time_s with step_time_s: generation-bound slow-down follows completion length.",

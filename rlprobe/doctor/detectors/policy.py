@@ -209,6 +209,7 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             "Inspect the linked samples for token soup or runs to the length cap.",
         ],
         sample_order="step DESC",
+        holds=lambda v: v >= p["ratio_warn"] * before,
     ).model_copy(update={"ongoing": ongoing})
 
 

@@ -1291,6 +1291,15 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
     )
 
 
+def _worth_gaming(ctx: DetectorContext, gain: float, p: dict[str, Any]) -> bool:
+    """Whether a format term's gain adds at least min_reward_share of the reward's early level
+    (True when the reward's level says nothing: not logged, or not positive)."""
+    reward = ctx.features("reward_mean")
+    if reward is None or not np.isfinite(reward.b_median) or reward.b_median <= 0 or not np.isfinite(gain):
+        return True
+    return gain >= p["min_reward_share"] * float(reward.b_median)
+
+
 def _early_format_rise(ctx: DetectorContext, grid: Grid, formats: list[Track], others: list[Track],
                        p: dict[str, Any]) -> Finding | None:
     """FORMAT_GAMING when the format's rise happened inside the early window (so that window's
@@ -1327,14 +1336,19 @@ def _early_format_rise(ctx: DetectorContext, grid: Grid, formats: list[Track], o
                 continue
             start, end = hit
             f_during = nanmedian(c.value[start : end + 1])
+            if not _worth_gaming(ctx, f_during - before, p):
+                continue
             evidence: dict[str, Any] = {"gamed_component": c.name, f"reward_component.{c.name}_before": before,
                                         f"reward_component.{c.name}_during": f_during}
             worst_fall, learned = 0.0, False
             for o in others:
-                o_before = nanmedian(o.value[lo : shift.at])
+                # correctness before the format rose is all of it the run logged before the rise
+                # (the format's own level-before may start at its previous stage, a point or two
+                # in a sparse log: too few to say anything of correctness)
+                o_before = nanmedian(o.value[: shift.at])
                 o_during = nanmedian(o.value[start : end + 1])
                 o_noise = bounded_noise(o.value)
-                k_before = int(np.isfinite(o.value[lo : shift.at]).sum())
+                k_before = int(np.isfinite(o.value[: shift.at]).sum())
                 k_during = int(np.isfinite(o.value[start : end + 1]).sum())
                 if not (np.isfinite(o_before) and np.isfinite(o_during) and np.isfinite(o_noise)) or min(k_before, k_during) < held_before:
                     learned = True  # nothing says how correctness moved: no claim
@@ -1343,8 +1357,12 @@ def _early_format_rise(ctx: DetectorContext, grid: Grid, formats: list[Track], o
                 # its binomial floor where the component is a rate)
                 se = 1.25 * max(o_noise, 1e-12) * math.sqrt(1.0 / k_before + 1.0 / k_during)
                 change = (o_during - o_before) / se
-                if change > p["correct_rise_max"]:
-                    learned = True  # correctness rose with the format: learned together
+                # learned together: correctness rose beyond its noise and paid back at least
+                # learn_share of what the format's rise added to the reward (components add up to
+                # the reward, so their gains share its units). 0.32 -> 0.36 while the format
+                # went 0.28 -> 0.99 is measurable, but the reward's gain is the format's.
+                if change > p["correct_rise_max"] and o_during - o_before >= p["learn_share"] * (f_during - before):
+                    learned = True
                     break
                 evidence[f"reward_component.{o.name}_before"] = o_before
                 evidence[f"reward_component.{o.name}_during"] = o_during
@@ -1440,12 +1458,20 @@ def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     half = c.b_median + 0.5 * (nanmedian(c.value[g_start : g_end + 1]) - c.b_median)
     below = np.flatnonzero(np.isfinite(c.smooth[:g_start]) & (c.smooth[:g_start] < half))
     rise_at = int(below[-1]) + 1 if len(below) else g_start
+    slow = rise_at < g_start - pre  # learned over a long stretch, not taken up at once
+    if slow:  # its level before is where the run began, not the stretch just before the pin
+        evidence[f"reward_component.{c.name}_before"] = float(c.b_median)
+    # the format's gain must be worth something to the policy: a term whose whole rise adds
+    # under min_reward_share of the reward (0.047 -> 0.083 on a reward of 0.46) pays too little
+    # to crowd out correctness, whatever correctness does meanwhile
+    if not _worth_gaming(ctx, evidence[f"reward_component.{c.name}_during"] - evidence[f"reward_component.{c.name}_before"], p):
+        return None
     worst_fall = 0.0
     for o in others:
         rising, change = still_improving(o, g_start, g_end, pre, p["correct_rise_max"], p["stall_ratio"])
         if rising:
             return None  # correctness kept improving: the format was learned alongside it
-        if rise_at < g_start - pre:
+        if slow:
             # correctness over the pinned stretch against its level when the format was half
             # learned: risen by more than correct_rise_max scales, the two were learned together
             then = nanmedian(o.value[max(0, rise_at - pre) : rise_at])
@@ -1463,7 +1489,7 @@ def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     return make_finding(
         ctx, "FORMAT_GAMING", Episode(episode.start, episode.end, severity, episode.onset), feats,
         confidence(strength, 1.0, episode.end - episode.start + 1, sustain),
-        f"The format reward '{c.name}' jumped to its ceiling ({evidence[f'reward_component.{c.name}_before']:.3g} -> "
+        f"The format reward '{c.name}' {'rose' if slow else 'jumped'} to its ceiling ({evidence[f'reward_component.{c.name}_before']:.3g} -> "
         f"{evidence[f'reward_component.{c.name}_during']:.3g}) while {names} {trend}: the policy is collecting "
         "the easy format reward instead of getting answers right.",
         evidence,
