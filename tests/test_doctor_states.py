@@ -402,6 +402,20 @@ def test_a_format_term_worth_little_of_the_reward_is_not_gamed() -> None:
     assert "FORMAT_GAMING" not in loud(findings(t))
 
 
+def test_a_slow_shrink_to_a_few_tokens_is_dated_where_it_fell_below_its_share() -> None:
+    """132 points every 5 steps: completions at ~850 tokens shrink steadily from step 250 and
+    reach a few tokens by step 420. A reader sees the collapse once they stand under 30% of
+    their level (about step 365), not when the last of them reach 48 tokens."""
+    n = 132
+    steps = np.arange(1, n + 1) * 5
+    length = np.where(steps < 250, 850.0, np.maximum(850.0 * (1 - (steps - 250) / 175.0), 8.0))
+    length = np.maximum(length * (1 + rng(44).normal(0, 0.03, n)), 5.0)
+    f = findings(table(n, step_every=5, completion_len_mean=length, reward_mean=0.7 + rng(45).normal(0, 0.02, n)))
+    f = f["COMPLETION_COLLAPSE"]
+    first_under = int(steps[np.argmax(length <= 0.3 * 850)])
+    assert abs(f.first_step - first_under) <= 5 and f.first_step < 400 and f"from step {f.first_step}" in f.explanation
+
+
 def test_a_creep_that_reaches_twice_the_early_step_time_by_the_end_is_a_warning() -> None:
     """Step time creeping 55 s -> 135 s over 314 points with completion length flat: its median over
     the stretch is under 2x, the level it reached is 2.3x, and every step still to come costs that."""

@@ -334,15 +334,24 @@ def completion_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | No
                 consequence = f" The reward fell with them ({before:.3g} -> {after:.3g})."
             else:
                 consequence = f" The reward held ({before:.3g} -> {after:.3g}) so far: on an easy task a bare answer can still pass."
+    # the few-token stretch confirms a collapse; it began where the completions first stood at
+    # ratio_warn of their level in the unbroken run of points that leads into it (806 -> 250
+    # tokens by step 365, 9 by step 415: a careful reader sees it at 365)
+    shrunk = ok & (ratio <= p["ratio_warn"])
+    onset = raw_onset(Episode(start, end, severity, start), shrunk, floor=2).onset
     first_step, last_step = feat.step_at(start), int(feat.step_hi[end])
     when = f"from step {first_step}"
+    if onset < start:
+        evidence["shrinking_from_step"] = feat.step_at(onset)
+        when = (f"from step {first_step}, after falling below {p['ratio_warn']:.0%} of that level from step "
+                f"{feat.step_at(onset)}")
     if not ongoing:
         evidence["severity_while_it_held"] = severity
         severity = "warn" if severity == "critical" else severity
         when += f" to step {last_step}; they have grown back since (now {evidence['completion_len_now']:.0f} tokens)"
     strength = p["ratio_warn"] / max(during / reference, 1e-3) - 1.0
     return make_finding(
-        ctx, "COMPLETION_COLLAPSE", Episode(start, end, severity, start), feat,
+        ctx, "COMPLETION_COLLAPSE", Episode(start, end, severity, onset), feat,
         confidence(strength, 1.5, end - start + 1, sustain, floor=0.5),
         f"Completions shrank to {during:.0f} tokens on average ({during / reference:.0%} of the {reference:.0f} they had "
         f"reached) {when}: the policy is dropping its reasoning and emitting a bare answer or nothing.{consequence}",
