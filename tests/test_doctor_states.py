@@ -416,6 +416,23 @@ def test_a_slow_shrink_to_a_few_tokens_is_dated_where_it_fell_below_its_share() 
     assert abs(f.first_step - first_under) <= 5 and f.first_step < 400 and f"from step {f.first_step}" in f.explanation
 
 
+def test_length_hacking_is_dated_at_the_first_logged_point_of_the_growth() -> None:
+    """59 points every 2 steps: completions at ~165 tokens jump to 369 at step 16, then 455, 504
+    and ~530; a judge score pays for it while correctness holds. The trailing median crosses
+    1.5x two points late; the logged point at 2.2x is where the growth shows."""
+    n = 59
+    r = rng(46)
+    steps = np.arange(1, n + 1) * 2
+    length = np.where(steps < 16, 165.0, 530.0) * (1 + r.normal(0, 0.02, n))
+    length[7:10] = [369.0, 455.0, 504.0]
+    judge = np.where(steps < 16, 0.4, 0.75) + r.normal(0, 0.02, n)
+    correct = 0.5 + r.normal(0, 0.02, n)
+    t = table(n, step_every=2, completion_len_mean=length, reward_mean=judge + correct,
+              **{"reward_component.judge_score": judge, "reward_component.correctness": correct})
+    f = findings(t)["REWARD_HACK_LENGTH"]
+    assert steps[7] == 16 and f.first_step == 16 and f.severity == "critical"
+
+
 def test_a_creep_that_reaches_twice_the_early_step_time_by_the_end_is_a_warning() -> None:
     """Step time creeping 55 s -> 135 s over 314 points with completion length flat: its median over
     the stretch is under 2x, the level it reached is 2.3x, and every step still to come costs that."""

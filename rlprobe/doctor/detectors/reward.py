@@ -21,7 +21,7 @@ from rlprobe.arrow_numpy import to_numpy
 from rlprobe.doctor.catalog import CORRECT_PATTERN, FORMAT_PATTERN
 from rlprobe.doctor.context import DetectorContext, MetricFeatures
 from rlprobe.doctor.episodes import (
-    Episode, baseline_end, confidence, find_episode, held_stretch, hinge_onset, log_level_jumps, make_finding, still_holds,
+    Episode, baseline_end, confidence, find_episode, held_stretch, hinge_onset, log_level_jumps, make_finding, raw_onset, still_holds,
     sustain_points,
 )
 from rlprobe.doctor.findings import Finding
@@ -1215,9 +1215,17 @@ def reward_hack_length(ctx: DetectorContext, p: dict[str, Any]) -> Finding | Non
         jump = rises[0]
         episode = Episode(jump.start, jump.end, "critical" if jump.after >= p["ratio_critical"] * jump.before else "warn", jump.start)
         ratio = np.where(np.isfinite(feat.value), np.asarray(feat.value, dtype=float) / jump.before, 1.0)
+        # a jump in stages is dated at its first logged point already at ratio_warn of the level
+        # before (163 -> 369 -> 455 -> 504 tokens: the growth shows at 369)
+        episode = raw_onset(episode, ratio >= p["ratio_warn"], floor=short_sustain)
         sustain, early_rise = short_sustain, jump.before
     else:
         episode = hinge_onset(episode, feat.smooth, baseline_end(len(feat)), sustain)
+        # the smoothed ratio confirms; the logged points already at ratio_warn date it (a jump
+        # 163 -> 369 -> 455 tokens crosses on the trailing median two points late)
+        raw = np.asarray(feat.value, dtype=float) / feat.b_median
+        raw_grow = np.isfinite(raw) & (raw >= p["ratio_warn"]) & (np.nan_to_num(feat.z_raw) > 3)
+        episode = raw_onset(episode, raw_grow, floor=baseline_end(len(feat)) // 2)
         early_rise = None
     g_on, g_start, g_end = (int(grid.index_of(feat.step[k : k + 1])[0]) for k in (episode.onset, episode.start, episode.end))
     pre = max(5, 2 * sustain, g_start - g_on)
