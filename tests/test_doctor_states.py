@@ -433,6 +433,25 @@ def test_length_hacking_is_dated_at_the_first_logged_point_of_the_growth() -> No
     assert steps[7] == 16 and f.first_step == 16 and f.severity == "critical"
 
 
+def test_grad_growth_that_starts_as_ever_more_spikes_is_dated_where_they_became_common() -> None:
+    """600 steps: grad norm ~0.05; from step 240 a growing share of steps blows up (one in ten
+    at first, most by step 400, each larger than the last) until the median goes with them.
+    The growth is dated where a quarter of the steps had blown up (about step 265), not where
+    the trailing median crossed 6x (about step 300-340)."""
+    for seed in (47, 48, 49):
+        n = 600
+        r = rng(seed)
+        steps = np.arange(1, n + 1)
+        g = 0.05 * np.exp(r.normal(0, 0.2, n))
+        share = np.clip((steps - 240) / 160.0, 0.0, 0.9) + np.where(steps >= 240, 0.1, 0.0)
+        blown = r.random(n) < share
+        blown[239] = True
+        size = (10 + (steps - 240) * 0.5) * np.exp(r.normal(0, 0.5, n))
+        g = np.where(blown, 0.05 * size, g)
+        f = findings(table(n, grad_norm=g, reward_mean=0.6 + r.normal(0, 0.05, n)))["GRAD_PATHOLOGY"]
+        assert f.severity == "critical" and 240 <= f.first_step <= 285, (seed, f.first_step)
+
+
 def test_a_creep_that_reaches_twice_the_early_step_time_by_the_end_is_a_warning() -> None:
     """Step time creeping 55 s -> 135 s over 314 points with completion length flat: its median over
     the stretch is under 2x, the level it reached is 2.3x, and every step still to come costs that."""

@@ -673,9 +673,27 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
     # the onset: the first logged point of the unbroken run of raw values already departed
     # (growth_departure_ratio x the early level) that leads into the episode
     raw = np.nan_to_num(np.asarray(feat.value, dtype=float) / feat.b_median, nan=0.0)
+    floor = baseline_end(n)
     onset = episode.start
-    while onset > baseline_end(n) and raw[onset - 1] >= p["growth_departure_ratio"]:
+    while onset > floor and raw[onset - 1] >= p["growth_departure_ratio"]:
         onset -= 1
+    # growth that starts as spikes among ordinary steps (ever more steps blow up, until the
+    # median goes with them) has no unbroken run: it began where departed steps first made up
+    # a quarter of the trailing window and kept doing so into the episode, at the first
+    # departed step of that window
+    # (the baseline window's median is of the steps before the spikes, so the spikes may date
+    # from inside it, as the raw onsets of other detectors may). A spike here is half the warn
+    # ratio or more: a quarter of a noisy series' steps sit at 1.5x its median by chance.
+    departed = raw >= p["growth_ratio_warn"] / 2
+    share = np.convolve(departed.astype(float), np.ones(w), mode="full")[:n] / w
+    k, lowest = episode.start, floor // 2
+    while k > lowest and share[k - 1] >= 0.25:
+        k -= 1
+    if k < episode.start:
+        lo = max(lowest, k - w + 1)
+        first = np.flatnonzero(departed[lo : k + 1])
+        if len(first):
+            onset = min(onset, lo + int(first[0]))
     episode = Episode(episode.start, episode.end, episode.severity, onset)
     # the condition holds until the grad norm last sat above half the warn level
     elevated = np.flatnonzero(ratio >= p["growth_ratio_warn"] / 2)
