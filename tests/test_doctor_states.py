@@ -452,6 +452,22 @@ def test_grad_growth_that_starts_as_ever_more_spikes_is_dated_where_they_became_
         assert f.severity == "critical" and 240 <= f.first_step <= 285, (seed, f.first_step)
 
 
+def test_kl_that_ran_away_from_the_first_steps_and_came_back_is_a_warning_that_says_so() -> None:
+    """25 PPO updates: KL 0.02, 0.2, 2, then 13-20 nats on updates 4-14, then ~0.05 again. For
+    eleven updates the policy was far from the reference; that it came back does not undo them."""
+    n = 25
+    r = rng(48)
+    kl = np.where(np.arange(n) < 14, 15.0, 0.05) * np.exp(r.normal(0, 0.1, n))
+    kl[:3] = [0.0225, 0.217, 2.02]
+    f = findings(table(n, kl_mean=kl, reward_mean=0.35 + r.normal(0, 0.02, n)))["KL_BLOWUP"]
+    assert f.severity == "warn" and f.ongoing is False and f.first_step == 3
+    assert "held there to step 14" in f.explanation and "come back since" in f.explanation
+    # a blip of two updates is not an episode
+    kl = np.full(n, 0.05) * np.exp(r.normal(0, 0.1, n))
+    kl[:5] = [0.0225, 0.217, 2.02, 13.0, 0.06]
+    assert "KL_BLOWUP" not in findings(table(n, kl_mean=kl, reward_mean=0.35 + r.normal(0, 0.02, n)))
+
+
 def test_a_creep_that_reaches_twice_the_early_step_time_by_the_end_is_a_warning() -> None:
     """Step time creeping 55 s -> 135 s over 314 points with completion length flat: its median over
     the stretch is under 2x, the level it reached is 2.3x, and every step still to come costs that."""

@@ -277,16 +277,27 @@ def _kl_runaway_from_opening(ctx: DetectorContext, p: dict[str, Any], feat: Metr
     # runaway they are already far up: 0.0096, 0.27, 1.1 has a "median" of 0.27 at 0.0096)
     level = float(min(value[a], raw[a])) if np.isfinite(raw[a]) and raw[a] > 0 else float(value[a])
     sustain = sustain_points(n, p["sustain_frac"], floor=3)
+    came_back: tuple[int, int, float, float] | None = None
     for j in range(a + 1, n - sustain + 1):
         v = value[j]
         if not np.isfinite(v) or v < p["runaway_ratio"] * level or steps[j] <= steps[a]:
             continue
         exponent = math.log(v / level) / math.log(steps[j] / steps[a])
+        if exponent < p["runaway_exponent"]:
+            continue
         rest = value[j:]
         rest = rest[np.isfinite(rest)]
         tail = value[n - sustain :]
         tail = tail[np.isfinite(tail)]
-        if exponent < p["runaway_exponent"] or not len(tail) or float(np.median(rest)) < 0.5 * v or float(np.median(tail)) < 0.5 * v:
+        if not len(tail) or float(np.median(rest)) < 0.5 * v or float(np.median(tail)) < 0.5 * v:
+            # it came back. A runaway that held for a twentieth of the run (twice the sustained
+            # stretch, at least 5 points) still trained every update in it far from the
+            # reference: a warning that says when it ended (as a blow-up the run climbed out of)
+            held = j
+            while held + 1 < n and np.isfinite(value[held + 1]) and value[held + 1] >= 0.5 * v:
+                held += 1
+            if came_back is None and held - j + 1 >= max(2 * sustain, 5) and held < n - sustain:
+                came_back = (j, held, float(v), exponent)
             continue
         peak = float(np.nanmax(value[j:]))
         severity = "critical" if peak >= 10.0 * p["runaway_ratio"] * level else "warn"
@@ -310,7 +321,29 @@ def _kl_runaway_from_opening(ctx: DetectorContext, p: dict[str, Any], feat: Metr
             ],
             sample_order="kl_contribution DESC NULLS LAST",
         ).model_copy(update={"ongoing": True})
-    return None
+    if came_back is None:
+        return None
+    j, held, v, exponent = came_back
+    peak = float(np.nanmax(value[j : held + 1]))
+    episode = raw_onset(Episode(j, held, "warn", j), np.nan_to_num(raw, nan=0.0) >= math.sqrt(p["runaway_ratio"]) * level,
+                        floor=a + 1)
+    now = float(np.nanmedian(value[n - sustain :]))
+    return make_finding(
+        ctx, "KL_BLOWUP", episode, feat,
+        confidence(math.log(peak / level) / math.log(p["runaway_ratio"]) - 1.0, 0.7, held - j + 1, sustain),
+        f"KL to the reference ({metric}) ran away from the first steps: from {level:.3g} at step {int(steps[a])} to "
+        f"{v:.3g} by step {int(steps[j])} ({v / level:.0f}x, faster than the square of the step; healthy KL grows at "
+        f"most about linearly), peak {peak:.3g}, and held there to step {int(feat.step_hi[held])}; it has come back "
+        f"since (now {now:.3g}). The updates in between were taken far from the reference.",
+        {f"{metric}_first_measurable": level, f"{metric}_at_runaway": v, f"{metric}_peak": peak,
+         f"{metric}_now": now, "growth_exponent": exponent},
+        [
+            "Check that the checkpoints you keep come from after the recovery; compare their samples with early ones.",
+            "Check the learning-rate warm-up: a run that starts at full rate can leave the reference in its first steps.",
+            "Raise the KL coefficient (beta), or use an adaptive KL controller, before the next run.",
+        ],
+        sample_order="kl_contribution DESC NULLS LAST",
+    ).model_copy(update={"ongoing": False})
 
 
 def _kl_trend_break(ctx: DetectorContext, p: dict[str, Any], feat: MetricFeatures, metric: str) -> Finding | None:
