@@ -28,9 +28,13 @@ FEATURES_SQL = "SELECT run_id, metric, {cols} FROM v1.doctor_features ORDER BY r
 )
 
 
-def _raw_loader(con: duckdb.DuckDBPyConnection, run_id: str) -> Callable[[], RawColumns]:
+def _raw_loader(ask: Callable[[str, list[Any]], pa.Table], run_id: str) -> Callable[[], RawColumns]:
+    """The run's step columns, read when a detector first wants them. Asked like a detector's
+    statement: over a root, once for every run of the chunk (RootSession.ask), which costs one
+    statement instead of one per run (each ~10 ms for a 5,000-step run)."""
+
     def load() -> RawColumns:
-        return RawColumns(run(con, "SELECT * EXCLUDE (run_id) FROM v1.steps WHERE run_id = ? ORDER BY step", [run_id]))
+        return RawColumns(ask("SELECT * EXCLUDE (run_id) FROM v1.steps WHERE run_id = ? ORDER BY step", [run_id]))
 
     return load
 
@@ -76,7 +80,7 @@ def diagnose_connection(
         if root is not None:
             root.focus(run_id)
             features_by_run = root.features_by_run
-        ctx = DetectorContext(run_id, metric_features(features_by_run.get(run_id)), ask, _raw_loader(con, run_id),
+        ctx = DetectorContext(run_id, metric_features(features_by_run.get(run_id)), ask, _raw_loader(ask, run_id),
                               int(info["steps"]), info.get("last_step"))
         diagnosis = Diagnosis(run_id=run_id, run_dir=info.get("run_dir"), steps=int(info["steps"]), last_step=info.get("last_step"))
         findings: list[Finding] = []

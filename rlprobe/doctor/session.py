@@ -330,10 +330,12 @@ def in_memory(steps: pa.Table, samples: pa.Table | None = None) -> duckdb.DuckDB
 
 # Runs whose steps add up to about this many are diagnosed together: one feature pass, one pass
 # per feat_* view. It bounds the memory of a root of thousands of runs: the chunk's sorted copy
-# of its steps, the window passes and their result (200 runs x 5,000 steps: peak 1.0 GB in
-# chunks of 250k steps, 1.6 GB in chunks of 500k, 2.3 GB in one chunk of 1M; the same CPU time,
-# as every cost but a few fixed statements per chunk goes with the rows).
-CHUNK_STEPS = 250_000
+# of its steps, the window passes and their result, the chunk's answers to the detectors'
+# statements (200 runs x 5,000 steps: peak 0.79 GB in chunks of 125k steps, 1.03 GB in 200k,
+# 1.15 GB in 250k, 1.92 GB in 500k; the same CPU time within noise, as every cost but a few
+# fixed statements per chunk goes with the rows). 1,000 runs x 5,000 steps peaked at 1.49 GB
+# in chunks of 250k, at the 1.5 GB the fleet doctor is held to: 200k leaves a margin.
+CHUNK_STEPS = 200_000
 _IN_CHUNK = "list_contains(getvariable('rlprobe_doctor_runs'), run_id)"
 # The run focused on; with the variable unset, every run the copies hold (the chunk's): a
 # statement is then asked once for them all (RootSession.ask). DuckDB folds the variable when it

@@ -14,43 +14,48 @@
 -- columns: cusum_down DOUBLE, sustained_up BIGINT, sustained_down BIGINT
 
 CREATE OR REPLACE VIEW v1.doctor_features AS
-WITH scored AS (
+WITH based AS (
     SELECT
-        b.run_id, b.metric, b.step, b.step_hi, b.value, b.vmin, b.vmax, b.n_nonfinite,
-        row_number() OVER w AS i,
-        -- the median of the last 5 points, from lags: the same value as a sliding
-        -- median(value) OVER (ROWS 4 PRECEDING) and a fraction of its cost
-        list_median([b.value, lag(b.value, 1) OVER w, lag(b.value, 2) OVER w, lag(b.value, 3) OVER w, lag(b.value, 4) OVER w]) AS smooth,
+        b.run_id, b.metric, b.bin, b.step, b.step_hi, b.value, b.vmin, b.vmax, b.n_nonfinite,
         base.b_median,
         greatest(1.4826 * base.b_mad, 0.05 * abs(base.b_median), coalesce(f.abs_floor, 1e-9)) AS scale
     FROM v1.doctor_binned AS b
     JOIN v1.doctor_baseline AS base ON base.run_id = b.run_id AND base.metric = b.metric
     LEFT JOIN v1.doctor_metric_floors AS f ON f.metric = b.metric
-    WINDOW w AS (PARTITION BY b.run_id, b.metric ORDER BY b.bin)
+), raw AS (
+    SELECT *, (coalesce(value, b_median) - b_median) / scale AS z_raw
+    FROM based
+), scored AS (
+    -- Two window passes over the chunk's binned series, not three: the CUSUM's running sums
+    -- read only z_raw, known before any window, so they share this pass (ordered by bin, the
+    -- order of i) with the smoothing lags; only what reads smooth or a running sum waits for
+    -- the next. A window pass sorts and carries every row of every series: each one saved is
+    -- a fifth of the feature pass.
+    SELECT
+        *,
+        row_number() OVER w AS i,
+        -- the median of the last 5 points, from lags: the same value as a sliding
+        -- median(value) OVER (ROWS 4 PRECEDING) and a fraction of its cost
+        list_median([value, lag(value, 1) OVER w, lag(value, 2) OVER w, lag(value, 3) OVER w, lag(value, 4) OVER w]) AS smooth,
+        sum(z_raw - 0.5) OVER running AS c_up,
+        sum(-z_raw - 0.5) OVER running AS c_down
+    FROM raw
+    WINDOW w AS (PARTITION BY run_id, metric ORDER BY bin),
+           running AS (PARTITION BY run_id, metric ORDER BY bin ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), z AS (
     SELECT
         *,
         CASE WHEN b_median <> 0 THEN smooth / b_median END AS ratio,
-        (smooth - b_median) / scale AS z,
-        (coalesce(value, b_median) - b_median) / scale AS z_raw
+        (smooth - b_median) / scale AS z
     FROM scored
-), cumulative AS (
-    SELECT
-        *,
-        sum(z_raw - 0.5) OVER w AS c_up,
-        sum(-z_raw - 0.5) OVER w AS c_down,
-        -- consecutive points beyond 3 robust z: distance to the last point that was not
-        i - coalesce(max(CASE WHEN z > 3 THEN NULL ELSE i END) OVER w, 0) AS sustained_up,
-        i - coalesce(max(CASE WHEN z < -3 THEN NULL ELSE i END) OVER w, 0) AS sustained_down
-    FROM z
-    WINDOW w AS (PARTITION BY run_id, metric ORDER BY i ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 )
 SELECT
     run_id, metric, i, step, step_hi, value, vmin, vmax, n_nonfinite, smooth, b_median, scale,
     ratio, z, z_raw,
     c_up - least(0, min(c_up) OVER w) AS cusum_up,
     c_down - least(0, min(c_down) OVER w) AS cusum_down,
-    sustained_up,
-    sustained_down
-FROM cumulative
+    -- consecutive points beyond 3 robust z: distance to the last point that was not
+    i - coalesce(max(CASE WHEN z > 3 THEN NULL ELSE i END) OVER w, 0) AS sustained_up,
+    i - coalesce(max(CASE WHEN z < -3 THEN NULL ELSE i END) OVER w, 0) AS sustained_down
+FROM z
 WINDOW w AS (PARTITION BY run_id, metric ORDER BY i ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW);
