@@ -1467,12 +1467,14 @@ def format_gaming(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     below = np.flatnonzero(np.isfinite(c.smooth[:g_start]) & (c.smooth[:g_start] < half))
     rise_at = int(below[-1]) + 1 if len(below) else g_start
     slow = rise_at < g_start - pre  # learned over a long stretch, not taken up at once
-    if slow:  # its level before is where the run began, not the stretch just before the pin
-        evidence[f"reward_component.{c.name}_before"] = float(c.b_median)
     # the format's gain must be worth something to the policy: a term whose whole rise adds
     # under min_reward_share of the reward (0.047 -> 0.083 on a reward of 0.46) pays too little
     # to crowd out correctness, whatever correctness does meanwhile
-    if not _worth_gaming(ctx, evidence[f"reward_component.{c.name}_during"] - evidence[f"reward_component.{c.name}_before"], p):
+    # its whole rise, from where it started (the stretch just before the pin may be mid-ramp)
+    start_level = min(nanmedian(c.value[: max(3, int(0.05 * n))]), float(c.b_median))
+    if np.isfinite(start_level) and start_level < evidence[f"reward_component.{c.name}_before"]:
+        evidence[f"reward_component.{c.name}_before"] = start_level  # the words quote the whole rise
+    if not _worth_gaming(ctx, nanmedian(c.value[g_start : g_end + 1]) - start_level, p):
         return None
     worst_fall = 0.0
     for o in others:
