@@ -69,6 +69,15 @@ class Recording:
                 return str(run.source)
         return run_dir
 
+    def torn_lines(self) -> list[str]:
+        """One "(torn: ...)" line per source file whose cut-off tail was not imported: what a
+        command that read an imported source says on stderr, whatever else it prints."""
+        if self.report is None:
+            return []
+        from rlprobe.importers.write import torn_notes
+
+        return [f"(torn: {note})" for note in torn_notes(self.report)]
+
 
 @contextmanager
 def as_recording(path: str | os.PathLike[str], **options: Any) -> Iterator[Recording]:

@@ -87,6 +87,15 @@ def test_a_jsonl_file_cut_in_its_last_line_imports_the_lines_before(tmp_path: Pa
     assert "(torn: " in doctor.stderr and str(source) in doctor.stderr
 
 
+def test_the_read_commands_on_a_cut_source_say_so(tmp_path: Path) -> None:
+    whole = write_jsonl(tmp_path / "metrics.jsonl")
+    source = cut(whole, len(whole.read_bytes()) - 10)
+    for args in (("ls", source), ("samples", source), ("show", source, "--step", "2")):
+        result = invoke(*args)
+        assert result.exit_code == 0, (args, result.output)
+        assert "(torn: " in result.stderr and str(source) in result.stderr, args
+
+
 def test_a_jsonl_line_missing_only_its_newline_is_whole(tmp_path: Path) -> None:
     whole = write_jsonl(tmp_path / "metrics.jsonl")
     source = cut(whole, len(whole.read_bytes()) - 1)  # a JSON object ends with its brace

@@ -102,10 +102,8 @@ def doctor_command(run: str, as_json: bool, config_path: str | None, strict: boo
             r = rec.report
             click.echo(f"(imported {r.kind} {run} to a temporary recording: {r.steps} steps, step numbers: "
                        f"{r.step_rule}; `rlprobe import` keeps one)", err=True)
-            from rlprobe.importers.write import torn_notes
-
-            for note in torn_notes(r):
-                click.echo(f"(torn: {note})", err=True)
+        for line in rec.torn_lines():
+            click.echo(line, err=True)
         # An imported source is named as the user gave it (a root's runs by their source run), not by
         # the temporary folder that is removed.
         shown = None if rec.report is None else (rec.shown_as if hasattr(rec.report, "runs") else (lambda _: run))

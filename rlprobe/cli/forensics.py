@@ -33,6 +33,8 @@ def _recording(path: str) -> Iterator[tuple[str, Any]]:
             r = rec.report
             click.echo(f"(imported {r.kind} {path} to a temporary recording: {r.steps} steps, {r.samples} samples; "
                        "`rlprobe import` keeps one)", err=True)
+        for line in rec.torn_lines():
+            click.echo(line, err=True)
         yield str(rec.path), rec.report
 
 

@@ -105,6 +105,8 @@ def ls_command(root: str, output: Output, strict: bool) -> None:
         return
     # A source rlprobe did not record (a tracker's folder, a log) is listed as it imports.
     with as_recording(root) as rec:
+        for line in rec.torn_lines():
+            click.echo(line, err=True)
         _ls(open_store(str(rec.path), strict=strict), output)
 
 
