@@ -299,51 +299,40 @@ def _kl_runaway_from_opening(ctx: DetectorContext, p: dict[str, Any], feat: Metr
             if came_back is None and held - j + 1 >= max(2 * sustain, 5) and held < n - sustain:
                 came_back = (j, held, float(v), exponent)
             continue
-        peak = float(np.nanmax(value[j:]))
-        severity = "critical" if peak >= 10.0 * p["runaway_ratio"] * level else "warn"
-        episode = raw_onset(Episode(j, n - 1, severity, j), np.nan_to_num(raw, nan=0.0) >= math.sqrt(p["runaway_ratio"]) * level,
-                            floor=a + 1)
-        first_step = feat.step_at(episode.onset)
-        now = float(np.nanmedian(tail))
-        return make_finding(
-            ctx, "KL_BLOWUP", episode, feat,
-            confidence(math.log(peak / level) / math.log(p["runaway_ratio"]) - 1.0, 0.7, n - j, sustain),
-            f"KL to the reference ({metric}) ran away from the first steps: from {level:.3g} at step {int(steps[a])} to "
-            f"{v:.3g} by step {int(steps[j])} ({v / level:.0f}x, faster than the square of the step; healthy KL grows at "
-            f"most about linearly), peak {peak:.3g}, and it stays there (now {now:.3g}): the policy escaped the reference "
-            f"from step {first_step} on.",
-            {f"{metric}_first_measurable": level, f"{metric}_at_runaway": float(v), f"{metric}_peak": peak,
-             f"{metric}_now": now, "growth_exponent": exponent},
-            [
-                "Raise the KL coefficient (beta), or use an adaptive KL controller; lower the learning rate.",
-                "Check the learning-rate warm-up: a run that starts at full rate can leave the reference in its first steps.",
-                "Compare the linked samples with early ones for drift in style or format; check the reward for an exploit.",
-            ],
-            sample_order="kl_contribution DESC NULLS LAST",
-        ).model_copy(update={"ongoing": True})
-    if came_back is None:
+        found = (j, n - 1, float(v), exponent)
+        break
+    else:
+        found = came_back
+    if found is None:
         return None
-    j, held, v, exponent = came_back
-    peak = float(np.nanmax(value[j : held + 1]))
-    episode = raw_onset(Episode(j, held, "warn", j), np.nan_to_num(raw, nan=0.0) >= math.sqrt(p["runaway_ratio"]) * level,
+    j, last, v, exponent = found
+    ongoing = last == n - 1
+    peak = float(np.nanmax(value[j : last + 1]))
+    severity = "critical" if ongoing and peak >= 10.0 * p["runaway_ratio"] * level else "warn"
+    episode = raw_onset(Episode(j, last, severity, j), np.nan_to_num(raw, nan=0.0) >= math.sqrt(p["runaway_ratio"]) * level,
                         floor=a + 1)
     now = float(np.nanmedian(value[n - sustain :]))
+    since = (f"and it stays there (now {now:.3g}): the policy escaped the reference from step "
+             f"{feat.step_at(episode.onset)} on." if ongoing else
+             f"and held there to step {int(feat.step_hi[last])}; it has come back since (now {now:.3g}). The updates in "
+             "between were taken far from the reference.")
     return make_finding(
         ctx, "KL_BLOWUP", episode, feat,
-        confidence(math.log(peak / level) / math.log(p["runaway_ratio"]) - 1.0, 0.7, held - j + 1, sustain),
+        confidence(math.log(peak / level) / math.log(p["runaway_ratio"]) - 1.0, 0.7, last - j + 1, sustain),
         f"KL to the reference ({metric}) ran away from the first steps: from {level:.3g} at step {int(steps[a])} to "
         f"{v:.3g} by step {int(steps[j])} ({v / level:.0f}x, faster than the square of the step; healthy KL grows at "
-        f"most about linearly), peak {peak:.3g}, and held there to step {int(feat.step_hi[held])}; it has come back "
-        f"since (now {now:.3g}). The updates in between were taken far from the reference.",
+        f"most about linearly), peak {peak:.3g}, {since}",
         {f"{metric}_first_measurable": level, f"{metric}_at_runaway": v, f"{metric}_peak": peak,
          f"{metric}_now": now, "growth_exponent": exponent},
         [
+            "Raise the KL coefficient (beta), or use an adaptive KL controller; lower the learning rate." if ongoing else
             "Check that the checkpoints you keep come from after the recovery; compare their samples with early ones.",
             "Check the learning-rate warm-up: a run that starts at full rate can leave the reference in its first steps.",
+            "Compare the linked samples with early ones for drift in style or format; check the reward for an exploit." if ongoing else
             "Raise the KL coefficient (beta), or use an adaptive KL controller, before the next run.",
         ],
         sample_order="kl_contribution DESC NULLS LAST",
-    ).model_copy(update={"ongoing": False})
+    ).model_copy(update={"ongoing": ongoing})
 
 
 def _kl_trend_break(ctx: DetectorContext, p: dict[str, Any], feat: MetricFeatures, metric: str) -> Finding | None:
