@@ -521,6 +521,25 @@ def test_a_format_at_its_ceiling_from_the_third_logged_point_on_is_judged_agains
     assert "FORMAT_GAMING" not in loud(findings(t))
 
 
+def test_a_format_term_worth_two_that_pins_at_its_ceiling_early_is_judged_on_its_own_scale() -> None:
+    """60 points every 2 steps: a format term worth 2 (a strict template scored 0-2) at 0.25-0.75
+    for the first 6 points, then at exactly 2.0 on almost every point; the answer rate over 8
+    rollouts wanders around 0.3 throughout. Pinned at its ceiling, the format has no
+    point-to-point noise, yet its rise is read on its own scale; with the answers improving after
+    the jump it is a format learned with the task."""
+    n = 60
+    idx = np.arange(n)
+    r = rng(51)
+    fmt = np.where(idx < 6, r.choice([0.25, 0.5, 0.75], n), np.where(r.random(n) < 0.9, 2.0, 1.75))
+    answer = binary_mean(np.full(n, 0.3), 8, 52)
+    t = table(n, step_every=2, reward_mean=fmt + answer, **{"reward_component.strict_format": fmt, "reward_component.correctness": answer})
+    f = findings(t)["FORMAT_GAMING"]
+    assert f.first_step <= 16 and "strict_format" in f.explanation
+    better = binary_mean(np.where(idx < 6, 0.3, 0.7), 8, 52)
+    t = table(n, step_every=2, reward_mean=fmt + better, **{"reward_component.strict_format": fmt, "reward_component.correctness": better})
+    assert "FORMAT_GAMING" not in loud(findings(t))
+
+
 def test_a_format_learned_early_while_correctness_rises_is_not_format_gaming() -> None:
     n = 52
     steps_idx = np.arange(n)

@@ -551,6 +551,14 @@ def bounded_noise(x: np.ndarray) -> float:
             alive_sd = binomial_sd(float(np.median(alive)), n) if len(alive) else 0.0
             floor = max(floor, mssd, alive_sd)
         return max(empirical, floor) if np.isfinite(empirical) else floor
+    if _zero_inflated(v) and lo >= 0.0:
+        # a bounded score on another scale (a format term worth 2, a reward in [0, 3]) pinned at
+        # one end has no point-to-point noise either: its median difference is 0, and the rise
+        # that pinned it would otherwise be measured against nothing. Its successive differences
+        # (von Neumann) see the wobbles off the pinned end.
+        d = np.diff(v)
+        mssd = math.sqrt(float(np.mean(d * d)) / 2.0) if len(d) else 0.0
+        return max(empirical, mssd) if np.isfinite(empirical) else mssd
     return empirical
 
 
