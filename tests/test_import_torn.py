@@ -96,6 +96,19 @@ def test_the_read_commands_on_a_cut_source_say_so(tmp_path: Path) -> None:
         assert "(torn: " in result.stderr and str(source) in result.stderr, args
 
 
+def test_report_on_a_cut_source_says_so_and_writes_the_report(tmp_path: Path) -> None:
+    whole = write_jsonl(tmp_path / "metrics.jsonl")
+    source = cut(whole, len(whole.read_bytes()) - 10)
+    before = sha256(source)
+    result = invoke("report", source, "--out", tmp_path / "r.html")
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("(torn: ")]
+    assert str(source) in line and "last line incomplete" in line
+    assert result.stdout.strip() == str(tmp_path / "r.html") and (tmp_path / "r.html").stat().st_size > 0
+    assert sha256(source) == before
+    assert "(torn: " not in invoke("report", whole, "--out", tmp_path / "w.html").stderr
+
+
 def test_a_jsonl_line_missing_only_its_newline_is_whole(tmp_path: Path) -> None:
     whole = write_jsonl(tmp_path / "metrics.jsonl")
     source = cut(whole, len(whole.read_bytes()) - 1)  # a JSON object ends with its brace
