@@ -312,6 +312,33 @@ def test_a_wandb_run_still_being_written_is_refused(tmp_path: Path) -> None:
     wandb.teardown()
 
 
+def test_a_wandb_log_cut_mid_record_imports_what_is_whole_and_says_so(tmp_path: Path) -> None:
+    """A crashed run's .wandb (or a copy cut short): wandb-core's reader stops at the cut record and says so."""
+    import shutil
+
+    run = write_wandb_run(tmp_path / "w", range(1, 21), table=False)
+    cut_run = tmp_path / "copy" / run.name
+    shutil.copytree(run, cut_run, symlinks=True)
+    [log] = cut_run.glob("run-*.wandb")
+    log.write_bytes(log.read_bytes()[: log.stat().st_size * 6 // 10])  # mid-record: its exit record is gone too
+    hour_ago = time.time() - 3600  # a crashed run's log, not one still being written
+    os.utime(log, (hour_ago, hour_ago))
+    before = tree_digest(cut_run)
+
+    result = invoke("import", cut_run, tmp_path / "rec")
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("torn: ")]
+    assert str(log) in line and "its last record is incomplete" in line and "incomplete .wandb file" in line
+    assert "no exit record" not in result.stdout  # the torn line says it, once
+    steps = [r["step"] for r in steps_of(tmp_path / "rec", "step")]
+    assert 1 < len(steps) < 20 and steps == list(range(1, len(steps) + 1))
+    assert "(torn: " in invoke("doctor", cut_run).stderr
+    assert tree_digest(cut_run) == before
+
+    whole = invoke("import", run, tmp_path / "rec2")  # the whole log: nothing to say
+    assert whole.exit_code == 0 and "torn" not in whole.stderr
+
+
 def test_a_file_named_like_a_wandb_log_that_is_not_one(tmp_path: Path) -> None:
     pytest.importorskip("wandb")
     folder = tmp_path / "wandb" / "offline-run-20260101_000000-abcd1234"
