@@ -23,10 +23,7 @@ from click.testing import CliRunner, Result
 
 import rlprobe
 from rlprobe.cli import cli
-
-# ../shared/realdata/corpus next to the checkout (a worktree sits a level deeper)
-CORPUS = next((p / "shared" / "realdata" / "corpus" for p in Path(__file__).resolve().parents
-               if (p / "shared" / "realdata" / "corpus").is_dir()), Path("shared/realdata/corpus"))
+from shared_data import CORPUS  # ../shared, found from a worktree too
 
 
 def invoke(*args: Any) -> Result:
