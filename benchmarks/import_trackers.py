@@ -12,7 +12,8 @@ Then, in this process, --repeat times in turn (medians printed; each run's figur
 and once each:
 
 - one event per scalar: what HF's TensorBoardCallback and torch's SummaryWriter.add_scalar
-  write (30 records per step), imported, on a tenth of the steps, scaled;
+  write (30 records per step), imported, on a tenth of the steps, scaled; and the same file's
+  records through tensorboard's record reader alone (not parsed), the floor of any import;
 - tensorboard, pure-Python checksums: the read alone, with tensorboard's own checksum
   function (what happens without google-crc32c), on a tenth of the steps (it is slow), scaled.
 
@@ -93,6 +94,18 @@ def read_only(run: Path) -> int:
     return sum(1 for _ in EventReader(run).read())
 
 
+def records_only(run: Path) -> int:
+    """The records of a run's event files through tensorboard's record reader, not parsed: what no import can go under."""
+    from rlprobe.importers.tensorboard import EventReader, _loader, _speed_up_checksums, event_files
+
+    _speed_up_checksums()
+    reader = EventReader(run)
+    try:
+        return sum(sum(1 for _ in _loader(path, reader._opened).Load()) for path in event_files(run))
+    finally:
+        reader.close()
+
+
 def cli_import(run: Path, dest: Path) -> float:
     """Wall seconds of `rlprobe import RUN DEST` in a fresh process (what a user waits for)."""
     code = "import sys; from rlprobe.cli import main; sys.argv[0] = 'rlprobe'; main()"
@@ -107,6 +120,10 @@ def main() -> None:
     args = parser.parse_args()
     steps = 10_000 if args.quick else 100_000
     repeat = max(1, args.repeat)
+    from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
+
+    # tensorboard's own checksum functions, before rlprobe's reader swaps in google-crc32c's
+    own_crc32c, own_masked_crc32c = pywrap_tensorflow.crc32c, pywrap_tensorflow.masked_crc32c
     info = machine_info()
     header("import_trackers", info, {"steps": steps, "tags": len(TAGS), "repeat": repeat})
     from rlprobe.importers import import_source
@@ -135,22 +152,21 @@ def main() -> None:
         # One event per scalar (HF's callback): 30 records per step, on a tenth of the steps.
         per_scalar = write_tb_per_scalar(t / "tb" / "per_scalar", steps // 10)
         per_scalar_s, per_scalar_cpu, per_report = cpu_timed(lambda: import_source(per_scalar, t / "from-per-scalar"))
+        framing_s, framing_cpu, _ = cpu_timed(lambda: records_only(per_scalar))  # the floor: tensorboard's reader alone
         assert per_report.steps == steps // 10
 
         # Without google-crc32c: tensorboard's own pure-Python checksum, on a tenth of the run.
-        from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
-
         import rlprobe.importers.tensorboard as tb_reader
 
         small = write_tb(t / "tb" / "small", steps // 10)
         fast_small_s, _ = timed(lambda: read_only(small))
-        saved, saved_speed = pywrap_tensorflow.crc32c, tb_reader._speed_up_checksums
-        pywrap_tensorflow.crc32c = lambda data: pywrap_tensorflow.crc_finalize(pywrap_tensorflow.crc_update(pywrap_tensorflow.CRC_INIT, data))
+        saved = pywrap_tensorflow.crc32c, pywrap_tensorflow.masked_crc32c, tb_reader._speed_up_checksums
+        pywrap_tensorflow.crc32c, pywrap_tensorflow.masked_crc32c = own_crc32c, own_masked_crc32c
         tb_reader._speed_up_checksums = lambda: None
         try:
             slow_small_s, _ = timed(lambda: read_only(small))
         finally:
-            pywrap_tensorflow.crc32c, tb_reader._speed_up_checksums = saved, saved_speed
+            pywrap_tensorflow.crc32c, pywrap_tensorflow.masked_crc32c, tb_reader._speed_up_checksums = saved
 
     med = {k: statistics.median(v) for k, v in runs.items()}
     base_s, tb_s, tb_cpu = med["base_s"], med["tb_s"], med["tb_cpu"]
@@ -161,6 +177,7 @@ def main() -> None:
         ["TensorBoard import", tb_s, tb_cpu, tb_s / base_s],
         ["rlprobe import, fresh process (CLI)", med["cli_s"], None, med["cli_s"] / base_s],
         [f"one event per scalar (x10 of {steps // 10} steps)", per_scalar_s * 10, per_scalar_cpu * 10, per_scalar_s * 10 / base_s],
+        [f"  of which tensorboard's record reader alone (x10)", framing_s * 10, framing_cpu * 10, framing_s * 10 / base_s],
         [f"read, pure-Python CRC (x10 of {steps // 10} steps)", slow_small_s * 10, None, slow_small_s * 10 / base_s],
         [f"read, google-crc32c (x10 of {steps // 10} steps)", fast_small_s * 10, None, fast_small_s * 10 / base_s],
     ]
@@ -182,6 +199,7 @@ def main() -> None:
         "jsonl_import_s": base_s, "tb_read_s": med["read_s"], "tb_import_s": tb_s, "cli_import_s": med["cli_s"],
         "jsonl_import_cpu_s": med["base_cpu"], "tb_read_cpu_s": med["read_cpu"], "tb_import_cpu_s": tb_cpu,
         "runs": runs, "per_scalar_import_s_scaled": per_scalar_s * 10, "per_scalar_import_cpu_s_scaled": per_scalar_cpu * 10,
+        "per_scalar_record_reader_s_scaled": framing_s * 10,
         "read_pure_python_crc_s_scaled": slow_small_s * 10, "read_fast_crc_s_scaled": fast_small_s * 10,
         "target": goal, "recorded_at": time.time(),
     })

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -36,7 +37,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, machine_info, write_json  # noqa: E402
 
-DEFAULT_CORPUS = REPO.parent / "shared" / "realdata" / "corpus"
+# ../shared beside the checkout (CI's layout), else the nearest above it (a git worktree sits
+# deeper), or RLPROBE_SHARED: the rule tests/shared_data.py follows.
+DEFAULT_CORPUS = (Path(os.environ["RLPROBE_SHARED"]) if os.environ.get("RLPROBE_SHARED") else next(
+    (p / "shared" for p in REPO.parents if (p / "shared" / "realdata").is_dir()), REPO.parent / "shared")) / "realdata" / "corpus"
 PREFIXES = (0.3, 0.6)
 
 

@@ -24,10 +24,10 @@ from rlprobe.doctor.findings import Diagnosis, Finding
 from rlprobe.doctor.registry import all_detectors
 from rlprobe.record.sampling import SamplingConfig, select
 from rlprobe.synth import HEALTHY_FAMILIES, make_run
+from shared_data import REALDATA  # ../shared, found from a worktree too
 
 MINE = ("KL_BLOWUP", "ENTROPY_COLLAPSE", "ENTROPY_BLOWUP", "REF_POLICY_DRIFT_ASYMMETRY")
 ONLY_MINE = {k: {"enabled": False} for k in all_detectors() if k not in MINE}
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 
 
 def tables(kind: str, n_steps: int, seed: int, samples: bool = False, drop: tuple[str, ...] = ()) -> tuple[pa.Table, pa.Table | None, Any]:

@@ -23,8 +23,8 @@ import rlprobe
 from rlprobe.cli import cli
 from rlprobe.errors import ImportRefused, SourceUnreadable
 from rlprobe.importers import FORMATS, as_recording, detect, import_source, is_importable
+from shared_data import REALDATA  # ../shared, found from a worktree too
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 COLLAPSE_LOG = REALDATA / "grpo_qwen25_7b_gsm8k_lr1e4_collapse_seed43.log"
 HEALTHY_LOG = REALDATA / "grpo_qwen25_7b_gsm8k_lr1e4_healthy_seed42.log"
 

@@ -15,8 +15,8 @@ import pytest
 import rlprobe
 from rlprobe.importers import import_source
 from rlprobe.importers.write import ImportReport
+from shared_data import CORPUS  # ../shared, found from a worktree too
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "corpus"
 README = CORPUS / "README.md"
 
 pytestmark = pytest.mark.skipif(not README.exists(), reason="../shared/realdata/corpus not present")

@@ -23,10 +23,7 @@ from click.testing import CliRunner, Result
 
 import rlprobe
 from rlprobe.cli import cli
-
-# ../shared/realdata/corpus next to the checkout (a worktree sits a level deeper)
-CORPUS = next((p / "shared" / "realdata" / "corpus" for p in Path(__file__).resolve().parents
-               if (p / "shared" / "realdata" / "corpus").is_dir()), Path("shared/realdata/corpus"))
+from shared_data import CORPUS  # ../shared, found from a worktree too
 
 
 def invoke(*args: Any) -> Result:
@@ -94,6 +91,19 @@ def test_the_read_commands_on_a_cut_source_say_so(tmp_path: Path) -> None:
         result = invoke(*args)
         assert result.exit_code == 0, (args, result.output)
         assert "(torn: " in result.stderr and str(source) in result.stderr, args
+
+
+def test_report_on_a_cut_source_says_so_and_writes_the_report(tmp_path: Path) -> None:
+    whole = write_jsonl(tmp_path / "metrics.jsonl")
+    source = cut(whole, len(whole.read_bytes()) - 10)
+    before = sha256(source)
+    result = invoke("report", source, "--out", tmp_path / "r.html")
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("(torn: ")]
+    assert str(source) in line and "last line incomplete" in line
+    assert result.stdout.strip() == str(tmp_path / "r.html") and (tmp_path / "r.html").stat().st_size > 0
+    assert sha256(source) == before
+    assert "(torn: " not in invoke("report", whole, "--out", tmp_path / "w.html").stderr
 
 
 def test_a_jsonl_line_missing_only_its_newline_is_whole(tmp_path: Path) -> None:

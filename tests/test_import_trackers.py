@@ -81,6 +81,43 @@ def test_tensorboard_run_round_trip(tmp_path: Path) -> None:
     assert tree_digest(run) == before
 
 
+def test_one_event_per_scalar_imports_to_the_rows_of_one_event_per_step(tmp_path: Path) -> None:
+    # HF's TensorBoardCallback and torch's SummaryWriter.add_scalar write one event per scalar;
+    # the reader takes a one-value summary on its own path: the same rows, zeros and text included.
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.plugins.scalar.summary_v2 import scalar_pb
+    from tensorboard.plugins.text.summary_v2 import text_pb
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    def metrics(step: int) -> dict[str, float]:
+        return {**grpo_metrics(step), "train/kl": 0.0 if step == 3 else 0.001 * step}
+
+    write_tb_run(tmp_path / "per_step", range(1, 11), text_at=10)
+    writer = EventFileWriter(str(tmp_path / "per_scalar"))
+    for step in range(1, 11):
+        for i, (tag, value) in enumerate(metrics(step).items()):
+            summary = scalar_pb(tag, value) if i == 1 else summary_pb2.Summary(
+                value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])  # a TF2 scalar tensor too
+            writer.add_event(event_pb2.Event(wall_time=1_700_000_000.0 + step, step=step, summary=summary))
+        if step == 10:
+            writer.add_event(event_pb2.Event(wall_time=1_700_000_010.0, step=step,
+                                             summary=text_pb("train/generated_samples", "Sample:\n2+2=4\n\nReward: 1.0")))
+    writer.close()
+    per_step, per_scalar = import_source(tmp_path / "per_step", tmp_path / "a"), import_source(tmp_path / "per_scalar", tmp_path / "b")
+    assert (per_scalar.steps, per_scalar.samples, per_scalar.unmapped) == (per_step.steps, per_step.samples, per_step.unmapped)
+
+    def table(rec: Path, name: str) -> list[dict[str, Any]]:
+        return [{k: v for k, v in row.items() if k not in ("run_id", "run_dir")}
+                for row in rlprobe.RunReader(rec).query(f"SELECT * FROM {name} ORDER BY step").to_pylist()]
+
+    a, b = table(tmp_path / "a", "steps"), table(tmp_path / "b", "steps")
+    assert b[2]["kl_mean"] == 0.0 and a[2]["kl_mean"] == pytest.approx(0.003)
+    a[2]["kl_mean"] = 0.0
+    assert a == b and len(a) == 10
+    assert table(tmp_path / "a", "samples") == table(tmp_path / "b", "samples")
+
+
 def test_a_tensorboard_import_reports_the_bytes_it_has_read(tmp_path: Path) -> None:
     run = write_tb_run(tmp_path / "logs" / "grpo-1", range(1, 11))
     size = sum(f.stat().st_size for f in run.iterdir())
@@ -273,6 +310,33 @@ def test_a_wandb_run_still_being_written_is_refused(tmp_path: Path) -> None:
 
     wandb.finish()
     wandb.teardown()
+
+
+def test_a_wandb_log_cut_mid_record_imports_what_is_whole_and_says_so(tmp_path: Path) -> None:
+    """A crashed run's .wandb (or a copy cut short): wandb-core's reader stops at the cut record and says so."""
+    import shutil
+
+    run = write_wandb_run(tmp_path / "w", range(1, 21), table=False)
+    cut_run = tmp_path / "copy" / run.name
+    shutil.copytree(run, cut_run, symlinks=True)
+    [log] = cut_run.glob("run-*.wandb")
+    log.write_bytes(log.read_bytes()[: log.stat().st_size * 6 // 10])  # mid-record: its exit record is gone too
+    hour_ago = time.time() - 3600  # a crashed run's log, not one still being written
+    os.utime(log, (hour_ago, hour_ago))
+    before = tree_digest(cut_run)
+
+    result = invoke("import", cut_run, tmp_path / "rec")
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("torn: ")]
+    assert str(log) in line and "its last record is incomplete" in line and "incomplete .wandb file" in line
+    assert "no exit record" not in result.stdout  # the torn line says it, once
+    steps = [r["step"] for r in steps_of(tmp_path / "rec", "step")]
+    assert 1 < len(steps) < 20 and steps == list(range(1, len(steps) + 1))
+    assert "(torn: " in invoke("doctor", cut_run).stderr
+    assert tree_digest(cut_run) == before
+
+    whole = invoke("import", run, tmp_path / "rec2")  # the whole log: nothing to say
+    assert whole.exit_code == 0 and "torn" not in whole.stderr
 
 
 def test_a_file_named_like_a_wandb_log_that_is_not_one(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import rlprobe
 from rlprobe.cli import cli
 from rlprobe.doctor.live import RunWatcher
 from rlprobe.importers.follow import FollowedRecording, SourceFollower
+from shared_data import CORPUS  # ../shared, found from a worktree too
 
 
 def invoke(*args: Any) -> Result:
@@ -239,8 +240,7 @@ def test_a_live_log_without_logging_steps_is_numbered_as_an_import_of_what_was_r
     assert "completed run of 100 optimization steps" in follower.step_rule
 
 
-CORPUS_LOG = (Path(__file__).resolve().parents[2] / "shared" / "realdata" / "corpus"
-              / "grpo_qwen25_7b_gsm8k_rho0.30_s43_lengthcollapse.log")
+CORPUS_LOG = CORPUS / "grpo_qwen25_7b_gsm8k_rho0.30_s43_lengthcollapse.log"
 
 
 @pytest.mark.skipif(not CORPUS_LOG.exists(), reason="../shared/realdata/corpus not present")

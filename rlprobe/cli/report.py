@@ -37,11 +37,16 @@ def report_command(run: str, out_path: str | None, config_path: str | None) -> N
 
     if is_importable(run):
         click.echo(f"(importing {run} to a temporary recording; `rlprobe import` keeps one)", err=True)
-    with Progress(label="rendering report") as bar:
-        def progress(stage: str) -> None:
-            # called as each stage starts: the ones before it are done
-            bar.update(f"report: {stage}", STAGES.index(stage) if stage in STAGES else 0, len(STAGES))
+    notices: list[str] = []  # said once the bar, which draws on stderr too, is gone
+    try:
+        with Progress(label="rendering report") as bar:
+            def progress(stage: str) -> None:
+                # called as each stage starts: the ones before it are done
+                bar.update(f"report: {stage}", STAGES.index(stage) if stage in STAGES else 0, len(STAGES))
 
-        path = render_report(run, out_path, config_path=config_path, progress=progress)
+            path = render_report(run, out_path, config_path=config_path, progress=progress, notice=notices.append)
+    finally:
+        for line in notices:
+            click.echo(line, err=True)
     click.echo(str(path))
 

@@ -168,7 +168,8 @@ def read_text(path: Path) -> str:
 # An append-only source (a log, JSONL, CSV, an event file) whose writer was killed, or that is
 # still being written, or was copied mid-write, ends in a record cut short. What comes before it
 # is whole and imports; the cut record is not read (its values may be cut mid-number) and the
-# import says so, as a `torn` entry: {file, tail_bytes, records, cut, unit}.
+# import says so, as a `torn` entry: {file, tail_bytes, records, cut, unit} (a W&B log's reader
+# counts records, not bytes: tail_bytes None, unit "wandb").
 
 
 def unended_line(text: str) -> str:
@@ -198,8 +199,12 @@ def torn_line(path: Path, text: str) -> dict[str, Any]:
 
 
 def torn_note(torn: Mapping[str, Any]) -> str:
-    """One line on a file whose tail was not read: a text file's unended last line, or an event
-    file's last bytes that are not a whole record (tensorboard.EventReader.torn)."""
+    """One line on a file whose tail was not read: a text file's unended last line, an event
+    file's last bytes that are not a whole record (tensorboard.EventReader.torn), or a W&B log's
+    last record (wandb_run.parse)."""
+    if torn.get("unit") == "wandb":  # wandb-core's reader says where it stopped in records, not bytes
+        return (f"{torn['file']}: its last record is incomplete, not imported (W&B's reader: {torn.get('reader')}); "
+                f"the {torn['records']} records before it are: the run crashed mid-write, or the file was cut")
     if torn.get("unit") == "line":
         return (f"{torn['file']}: last line incomplete ({torn['tail_bytes']} bytes after the last newline, not "
                 f"imported; the {torn['records']} lines before it are): the file may still be being written, or was cut")

@@ -90,6 +90,9 @@ class SourceFollower:
         if self._waiting:  # no row ever mapped a training field: what was read is all there is
             out = sorted(self._waiting + out, key=lambda e: e.step)
             self._waiting = []
+        if self._reader is not None:
+            self._reader.close()  # the event files it holds open
+            self._reader = None
         return out
 
     # -- helpers ---------------------------------------------------------------------------

@@ -33,6 +33,9 @@ from rlprobe.importers._common import Entry, Parsed, classify
 from rlprobe.keymap import STEP_KEYS
 
 LIVE_WINDOW_S = 30.0
+# What wandb-core's reader says on stderr when the file ends inside a record (a crash mid-write,
+# or a truncated copy): "reached the end of an incomplete .wandb file (...)".
+_INCOMPLETE = "incomplete .wandb file"
 _WANDB_KEYS = ("_step", "_runtime", "_timestamp")
 
 
@@ -82,8 +85,12 @@ def _core() -> str:
         raise SourceUnreadable(f"the wandb package's reader (wandb-core) is not available: {exc}") from None
 
 
-def records(path: Path) -> Iterator[dict[str, Any]]:
-    """Every record of a .wandb file as a dict, read by wandb-core (`leet inspect --json`)."""
+def records(path: Path, said: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Every record of a .wandb file as a dict, read by wandb-core (`leet inspect --json`).
+
+    said, when given, receives what the reader printed on stderr: it ends a file cut mid-record
+    with a line saying it "reached the end of an incomplete .wandb file" (exit code 0).
+    """
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_ERROR_REPORTING": "false", "WANDB_SILENT": "true"}
     # wandb-core takes the wandb dir and the run file; it only reads them.
     args = [_core(), "leet", "inspect", "--no-observability", "--json", "--run-file", str(path), str(path.parent.parent)]
@@ -104,6 +111,8 @@ def records(path: Path) -> Iterator[dict[str, Any]]:
         err = proc.stderr.read()
         proc.stderr.close()
         code = proc.wait()
+    if said is not None:
+        said += [line.strip() for line in err.splitlines() if line.strip()]
     if code != 0:
         why = next((l for l in reversed(err.strip().splitlines()) if l.strip()), f"exit code {code}")
         raise SourceUnreadable(f"{path}: not a readable W&B run ({why.strip()[:160]})")
@@ -130,7 +139,10 @@ def parse(path: Path, step_every: int | None = None) -> Parsed:
     summary: dict[str, Any] = {}
     run_info: dict[str, Any] = {}
     exited: dict[str, Any] | None = None
-    for record in records(path):
+    said: list[str] = []
+    read = 0
+    for record in records(path, said):
+        read += 1
         kind = record.get("type")
         body = record.get(kind) if isinstance(kind, str) else None
         if not isinstance(body, dict):
@@ -167,13 +179,18 @@ def parse(path: Path, step_every: int | None = None) -> Parsed:
                 summary.update({k: v for k, v in update.items() if not k.startswith("_") and not isinstance(v, (dict, list))})
         elif kind == "exit":
             exited = body
+    cut = next((line for line in said if _INCOMPLETE in line.lower()), None)
     if exited is None:
         age = time.time() - path.stat().st_mtime
         if age < LIVE_WINDOW_S:
             raise SourceUnreadable(f"{source}: this W&B run is still being written (its log changed {age:.0f} s ago and "
                                    "has no exit record); import it when it ends")
-        parsed.notes.append("the W&B run has no exit record: it crashed or was killed; imported up to its last "
-                            "complete record")
+        if cut is None:  # a cut tail says it on stderr (parsed.torn); this is a log that ends on a whole record
+            parsed.notes.append("the W&B run has no exit record: it crashed or was killed; imported up to its last "
+                                "complete record")
+    if cut is not None:
+        parsed.torn.append({"file": str(path), "tail_bytes": None, "records": read, "cut": True, "unit": "wandb",
+                            "reader": cut})
     _steps(parsed, rows)
     for name, rel in tables:
         _table(parsed, path.parent / "files" / rel, name)

@@ -9,7 +9,7 @@ import tempfile
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rlprobe import __version__
 from rlprobe.errors import RlprobeError
@@ -107,18 +107,23 @@ def render_html(data: ReportData) -> str:
 
 
 def render_report(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str] | None = None, *,
-                  config_path: str | os.PathLike[str] | None = None, progress: Progress | None = None) -> Path:
+                  config_path: str | os.PathLike[str] | None = None, progress: Progress | None = None,
+                  notice: Callable[[str], None] | None = None) -> Path:
     """Write a self-contained HTML post-mortem of one run and return its path.
 
     run_dir is a run directory (live, crashed or closed) or a source rlprobe imports (a
     trainer_state.json, a metrics JSONL/CSV, a console log; imported to a temporary recording
     that is removed afterwards). out_path defaults to ``./<run_id>-report.html``; a path inside
     the recording is refused. config_path is a doctor.toml; progress is called with each stage
-    name of ``rlprobe.report.data.STAGES`` as it finishes.
+    name of ``rlprobe.report.data.STAGES`` as it finishes. notice is called with each line the
+    import of a source has to say about it (a cut tail: "(torn: ...)").
     """
     from rlprobe.sources import as_recording
 
     with as_recording(run_dir) as rec:
+        if notice is not None:
+            for line in rec.torn_lines():
+                notice(line)
         shown_as = str(run_dir) if rec.report is not None else None
         recording = None if rec.report is not None else Path(rec.path)
         if out_path is not None and recording is not None:
