@@ -452,6 +452,25 @@ def test_grad_growth_that_starts_as_ever_more_spikes_is_dated_where_they_became_
         assert f.severity == "critical" and 240 <= f.first_step <= 285, (seed, f.first_step)
 
 
+def test_spikes_on_a_third_of_the_steps_are_a_burst_though_they_are_the_local_level() -> None:
+    """340 points every 2 steps: grad norm ~0.2 until step 340, then a third of the steps jump to
+    20-250x while the others sit at ~0.6. With so many, the level a quarter of the nearby steps
+    reach is the spikes' own, and no single one stands out from it; against the largest grad
+    norms of the early steps they are a burst, dated at its first spike."""
+    n = 340
+    r = rng(61)
+    steps = np.arange(1, n + 1) * 2
+    g = np.where(steps < 340, 0.2, 0.6) * np.exp(r.normal(0, 0.3, n))
+    burst = (steps >= 340) & (r.random(n) < 0.35)
+    burst[169] = True  # step 340
+    g = np.where(burst, 0.2 * np.exp(r.uniform(np.log(20), np.log(250), n)), g)
+    f = findings(table(n, step_every=2, grad_norm=g, reward_mean=0.6 + r.normal(0, 0.05, n)))["GRAD_PATHOLOGY"]
+    assert f.severity == "critical" and f.first_step == 340 and "spikes" in f.explanation
+    # the same steps at a twentieth of that size are the run's ordinary spread
+    calm = np.where(burst, g / 20.0, g)
+    assert "GRAD_PATHOLOGY" not in findings(table(n, step_every=2, grad_norm=calm, reward_mean=0.6 + r.normal(0, 0.05, n)))
+
+
 def test_kl_that_ran_away_from_the_first_steps_and_came_back_is_a_warning_that_says_so() -> None:
     """25 PPO updates: KL 0.02, 0.2, 2, then 13-20 nats on updates 4-14, then ~0.05 again. For
     eleven updates the policy was far from the reference; that it came back does not undo them."""

@@ -17,7 +17,7 @@ from rlprobe.doctor.episodes import (
 )
 from rlprobe.doctor.findings import SEVERITY_ORDER, Finding, Severity
 from rlprobe.doctor.registry import detects
-from rlprobe.doctor.series import aligned, before_after, level_at_steps, usable
+from rlprobe.doctor.series import aligned, baseline_window, before_after, level_at_steps, usable
 from rlprobe.doctor.stats import mann_kendall, nanmedian, normal_sf, prefix_quantiles, trailing_median
 
 
@@ -625,6 +625,70 @@ def _spike_part(ctx: DetectorContext, p: dict[str, Any], n_steps: int) -> dict[s
     }
 
 
+def _spike_burst_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None:
+    """Spikes so frequent that they are the local level: a burst the spike test cannot see.
+
+    The spike test measures a step against the level a quarter of the nearby steps reach, and
+    against the run's spread of those ratios. Once a quarter or more of the steps are spikes,
+    that level is the spikes' own and the spread is theirs too, so none of them stands out. A
+    burst is read against the run before it instead: steps at spike_ratio_min (8x) the 95th
+    percentile of the baseline window's grad norms (the largest an ordinary step got early, an
+    informative batch's included) making up a quarter of the trailing window (a tenth of the
+    run, 5 to 21 points) for growth_sustain_frac of the run, after the baseline window. It is
+    dated at the first such step of the window where the share first held, or earlier at the
+    spikes leading into it, each within half a window of the next."""
+    feat = ctx.features("grad_norm")
+    if not usable(feat, 20):
+        return None
+    raw = np.asarray(feat.value, dtype=float)
+    n = len(raw)
+    early = raw[baseline_window(raw)]
+    early = early[np.isfinite(early) & (early > 0)]
+    if len(early) < 8:
+        return None
+    top = float(np.percentile(early, 95))
+    spike = np.isfinite(raw) & (raw >= p["spike_ratio_min"] * top)
+    w = max(5, min(21, n // 10))
+    share = np.convolve(spike.astype(float), np.ones(w), mode="full")[:n] / w
+    sustain = sustain_points(n, p["growth_sustain_frac"], floor=4)
+    hit = held_stretch(share >= 0.25, sustain, not_before=baseline_end(n))
+    if hit is None:
+        return None
+    start, end = hit
+    lo = max(0, start - w + 1)
+    first = lo + int(np.flatnonzero(spike[lo : start + 1])[0])
+    # the spikes that led into it, each within half a window of the next, belong to the burst
+    gap = max(2, w // 2)
+    before = np.flatnonzero(spike[: first])
+    for k in before[::-1]:
+        if first - k > gap or k < baseline_end(n) // 2:
+            break
+        first = int(k)
+    last = int(np.flatnonzero(spike[: end + 1])[-1])
+    count = int(spike[first : last + 1].sum())
+    if count < p["spike_events_warn"]:
+        return None
+    ratios = raw[first : last + 1][spike[first : last + 1]] / top
+    severity: Severity = "critical" if count >= p["spike_events_critical"] else "warn"
+    return {
+        "severity": severity,
+        "confidence": confidence(count / p["spike_events_warn"] - 1.0 + math.log(float(np.median(ratios)) / p["spike_ratio_min"] + 1e-9) / 2,
+                                 1.5, last - first + 1, sustain),
+        "first_step": feat.step_at(first),
+        "last_step": int(feat.step_hi[last]),
+        "text": (f"{count} grad-norm spikes from step {feat.step_at(first)}, {float(np.mean(spike[first : last + 1])):.0%} of the "
+                 f"steps (median {float(np.median(ratios)):.0f}x, peak {float(np.max(ratios)):.0f}x the largest ordinary grad norm "
+                 f"of the early steps, {top:.3g})"),
+        "evidence": {
+            "grad_spike_events": count,
+            "grad_spike_share": float(np.mean(spike[first : last + 1])),
+            "grad_spike_median_ratio": float(np.median(ratios)),
+            "grad_spike_peak_ratio": float(np.max(ratios)),
+            "grad_norm_early_p95": top,
+        },
+    }
+
+
 def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None:
     feat = ctx.features("grad_norm")
     if not usable(feat, 20) or not np.isfinite(feat.b_median) or feat.b_median <= 0:
@@ -822,6 +886,9 @@ def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         parts["nonfinite"] = nonfinite
     if ctx.has("grad_norm"):
         spikes = _spike_part(ctx, p, ctx.n_steps)
+        burst = _spike_burst_part(ctx, p)
+        if burst is not None and (spikes is None or SEVERITY_ORDER[burst["severity"]] > SEVERITY_ORDER[spikes["severity"]]):
+            spikes = burst  # the local test saw a few of its spikes, against a level the rest had raised
         if spikes is not None:
             parts["spikes"] = spikes
         growth = _growth_part(ctx, p)
