@@ -1,7 +1,7 @@
 """How `rlprobe ls`, `rlprobe query ROOT` and `rlprobe doctor ROOT` scale: a root of 1,000 runs x 5,000 steps.
 
 The root is built fast: five synthetic runs (rlprobe.synth, one per kind) are made once, and each
-of the 1,000 run directories gets a manifest and lifecycle events from RunWriter and one of the
+of the 1,000 run directories (--runs) gets a manifest and lifecycle events from RunWriter and one of the
 five step tables as its compacted steps.parquet (no samples). Commands are timed as a user runs
 them (`python -m rlprobe ...`, a fresh process each time). The same-run baseline is the floor of
 any query over the root: a bare DuckDB scan of every steps.parquet (`count(*)` over the glob)
@@ -10,9 +10,10 @@ without rlprobe's views; each command's ratio to it says what the views and the 
 It also asks EXPLAIN ANALYZE whether a filter on run_id lets the scan skip other runs' files,
 by comparing the files a filtered query reads with those a one-run query reads.
 
-    python benchmarks/fleet.py               # 1,000 runs x 5,000 steps (a few minutes to build)
-    python benchmarks/fleet.py --quick       # 50 runs x 1,000 steps
-    python benchmarks/fleet.py --no-doctor   # skip the doctor (the slowest command)
+    python benchmarks/fleet.py                          # 1,000 runs x 5,000 steps (a few minutes to build)
+    python benchmarks/fleet.py --quick                  # 50 runs x 1,000 steps
+    python benchmarks/fleet.py --runs 200 --steps 5000  # another size (one alone: the other's default)
+    python benchmarks/fleet.py --no-doctor              # skip the doctor (the slowest command)
 
 Targets (issue 7, "stay fast"): ls < 5 s, a root query < 10 s, doctor on the root < 120 s.
 These are this benchmark's reading of "fast" on a laptop-class machine, not a contract.
@@ -20,6 +21,7 @@ These are this benchmark's reading of "fast" on a laptop-class machine, not a co
 
 from __future__ import annotations
 
+import argparse
 import re
 import resource
 import subprocess
@@ -127,12 +129,29 @@ def explain(root: Path, one_run: Path, run_id: str) -> dict[str, Any]:
     }
 
 
+def _at_least(low: int) -> Any:
+    """An argparse type: a whole number no smaller than low."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"at least {low}, got {value}")
+        return value
+
+    return parse
+
+
 def main() -> None:
     parser = base_parser(__doc__ or "")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-doctor", action="store_true", help="do not time rlprobe doctor ROOT")
+    parser.add_argument("--runs", type=_at_least(1), default=None, metavar="N",
+                        help="run directories in the root (default 1000, --quick 50)")
+    parser.add_argument("--steps", type=_at_least(10), default=None, metavar="N",
+                        help="steps per run, at least 10 as rlprobe.synth makes them (default 5000, --quick 1000)")
     args = parser.parse_args()
-    n_runs, n_steps = (50, 1_000) if args.quick else (1_000, 5_000)
+    n_runs = args.runs or (50 if args.quick else 1_000)
+    n_steps = args.steps or (1_000 if args.quick else 5_000)
     info = machine_info()
     params = {"runs": n_runs, "steps_per_run": n_steps, "repeats": args.repeats, "doctor": not args.no_doctor}
     header("fleet", info, params)

@@ -19,6 +19,8 @@ from rlprobe.schemas import EVENT_COLUMN_TYPES, SAMPLE_COLUMN_TYPES, STEP_COLUMN
 from rlprobe.store import sqlfiles
 from rlprobe.store.engine import Target, init_script
 
+from conftest import make_run
+
 SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
 SQL_FILES = sorted(SQL_DIR.rglob("*.sql"))
 REQUIRED_KEYS = ("name", "kind", "depends", "doc", "columns")
@@ -257,3 +259,27 @@ def test_the_init_script_binds_the_root_once_and_aliases_the_newest_views(tmp_pa
             assert header_and_body(path)[1].strip() not in script, f"{rel(path)} is a query, not part of the views"
             continue
         assert header_and_body(path)[1].strip() in script, f"{rel(path)} is not in the init script"
+
+
+FEATURE_FILES = [p for p in SQL_FILES if p.parent.name == "detectors"]
+
+
+@pytest.fixture(scope="module")
+def run_con(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
+    """Every view, the doctor's features too, over a finished run with steps, samples and events."""
+    run_dir = tmp_path_factory.mktemp("run") / "r"
+    make_run(run_dir, 40, samples_per_step=4)
+    con = duckdb.connect()
+    con.execute(init_script(Target(run_dir, "run")))
+    return con
+
+
+@pytest.mark.parametrize("path", FEATURE_FILES, ids=rel)
+def test_a_feature_views_header_gives_its_columns_and_their_types(run_con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """The detectors read the features by the types their headers declare (a count DuckDB widens
+    to HUGEINT, or a DECIMAL literal, reaches Python as a Decimal and Spark as another type)."""
+    header, body = header_and_body(path)
+    view = re.search(r"\bCREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+(\w+\.\w+)", body, re.I).group(1)  # type: ignore[union-attr]
+    declared = " ".join(" ".join(header["columns"]).split())
+    got = ", ".join(f"{name} {type_}" for name, type_ in _describe(run_con, view).items())
+    assert got == declared, rel(path)

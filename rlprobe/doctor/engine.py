@@ -21,11 +21,7 @@ from rlprobe.schemas import STEP_COLUMN_TYPES
 from rlprobe.store.engine import Store, open_store, run
 from rlprobe.store.sqlfiles import read_header
 
-# n_nonfinite is a sum (HUGEINT), which Arrow can only hold as decimals: read as BIGINT, the
-# same counts without a Python object per row
-FEATURES_SQL = "SELECT run_id, metric, {cols} FROM v1.doctor_features ORDER BY run_id, metric, i".format(
-    cols=", ".join(f"CAST({c} AS BIGINT) AS {c}" if c == "n_nonfinite" else c for c in FEATURE_COLUMNS)
-)
+FEATURES_SQL = f"SELECT run_id, metric, {', '.join(FEATURE_COLUMNS)} FROM v1.doctor_features ORDER BY run_id, metric, i"
 
 
 def _raw_loader(ask: Callable[[str, list[Any]], pa.Table], run_id: str) -> Callable[[], RawColumns]:

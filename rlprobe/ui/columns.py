@@ -10,8 +10,8 @@ column holds a finite value in every row (then series_bins aggregates it without
 the same values in the same order, so the same bits). A live run's new part is a new key, read
 on the next chart; a replaced file is never looked up again and ages out.
 
-The figures come from the same SQL as when the files are read (ui_series_held mirrors
-ui_series_files), only the rows' source differs: the held columns are handed to DuckDB as one
+The figures come from the same SQL as when the files are read (ui_series_held and
+ui_series_files both call the table macro v1.file_series), only the rows' source differs: the held columns are handed to DuckDB as one
 Arrow table, a chunk per file row group, which DuckDB scans as it scans the files' row groups.
 Held columns are bounded by bytes (least recently used go first); a chart whose columns do not
 fit is read from the files, as before. Nothing is written anywhere.

@@ -9,7 +9,7 @@
 -- columns: metric VARCHAR, abs_floor DOUBLE
 
 CREATE OR REPLACE VIEW v1.doctor_metric_floors AS
-SELECT metric, abs_floor
+SELECT metric, CAST(abs_floor AS DOUBLE) AS abs_floor  -- the literals are DECIMAL(4,3)
 FROM (VALUES
     ('clip_fraction', 0.02),
     ('value_clip_fraction', 0.02),

@@ -6,7 +6,8 @@
 -- doc: on a bounded number of points: a 100k-step run is diagnosed at 100-step resolution, in the
 -- doc: same time as a 1k-step one.
 -- doc: value is the mean of the finite values in the bin; non-finite values (NaN/inf: evidence of
--- doc: a numerical blow-up, not noise) are counted apart, vmin/vmax keep the spikes.
+-- doc: a numerical blow-up, not noise) are counted apart (a count, so BIGINT on every engine: a
+-- doc: sum of ones would be HUGEINT in DuckDB), vmin/vmax keep the spikes.
 -- columns: run_id VARCHAR, metric VARCHAR, bin BIGINT, step BIGINT, step_hi BIGINT, n BIGINT,
 -- columns: value DOUBLE, vmin DOUBLE, vmax DOUBLE, n_nonfinite BIGINT
 
@@ -25,6 +26,6 @@ SELECT
     avg(CASE WHEN NOT nonfinite THEN value END) AS value,
     min(CASE WHEN NOT nonfinite THEN value END) AS vmin,
     max(CASE WHEN NOT nonfinite THEN value END) AS vmax,
-    sum(CASE WHEN nonfinite THEN 1 ELSE 0 END) AS n_nonfinite
+    count(*) FILTER (WHERE nonfinite) AS n_nonfinite
 FROM tagged
 GROUP BY run_id, metric, bin;

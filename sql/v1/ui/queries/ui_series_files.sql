@@ -1,8 +1,8 @@
 -- name: ui_series_files
 -- kind: query
--- depends: step_files_read, series_bins
+-- depends: step_files_read, file_series
 -- doc: ui_series read straight from the runs' step files: the same bins (both call
--- doc: v1.series_bins), figures and columns, for runs whose files need no merging (rlprobe.ui
+-- doc: v1.series_bins, here through v1.file_series as ui_series_held), figures and columns, for runs whose files need no merging (rlprobe.ui
 -- doc: decides that from each file's steps and falls back to ui_series otherwise). $files are
 -- doc: the files the steps view would read for rank 0 of each run (a compacted steps.parquet,
 -- doc: else its parts) and $file_run_ids the run each belongs to; only the step, wall_time and
@@ -21,29 +21,11 @@
 -- columns: v_min DOUBLE, x_max DOUBLE, step_max BIGINT, v_max DOUBLE, x_mean DOUBLE,
 -- columns: v_mean DOUBLE, n_nonfinite BIGINT, nonfinite_step BIGINT
 
-WITH files AS (
-    -- one row per file: its run, and the run's first wall_time (the zero of the 'relative' axis)
-    SELECT *, hash(run_id) AS run_key, min(first_wall_time) OVER (PARTITION BY run_id) AS t0
-    FROM (SELECT unnest($files::VARCHAR[]) AS filename, unnest($file_run_ids::VARCHAR[]) AS run_id,
-                 unnest($file_first_wall_times::DOUBLE[]) AS first_wall_time)
-),
-per_run AS (
-    SELECT DISTINCT run_key, run_id FROM files
-),
-placed AS (
-    -- the one pass over the rows: only these columns are read from the files
-    SELECT
-        o.run_key, r.step::BIGINT AS step, CAST(COLUMNS($metrics) AS DOUBLE),
-        CASE $x WHEN 'wall_time' THEN r.wall_time::DOUBLE WHEN 'relative' THEN r.wall_time::DOUBLE - o.t0 ELSE r.step::DOUBLE END AS x
-    FROM v1.step_file_rows($files) AS r
-    JOIN files AS o ON o.filename = r.filename
-),
-binned AS (
-    SELECT * FROM v1.series_bins('placed', $lo::DOUBLE, $hi::DOUBLE, $metrics, $clean::VARCHAR[], $bins, $x)
+WITH file_rows AS (
+    -- only the columns v1.file_series names are read from the files (projection pushdown)
+    SELECT * RENAME (filename AS file_id) FROM v1.step_file_rows($files)
 )
 -- not sorted: ui_series_json, which the dashboard runs over these rows in the same statement,
 -- puts each series' bins in order, and sorting 80k rows by run_id and metric first cost as much
 -- again as writing their JSON (an 8-metric chart of 10 runs)
-SELECT c.run_id, b.* EXCLUDE (run_key)
-FROM binned AS b
-JOIN per_run AS c ON c.run_key = b.run_key
+SELECT * FROM v1.file_series('file_rows', $files::VARCHAR[], $file_run_ids, $file_first_wall_times, $metrics, $clean, $x, $bins, $lo, $hi)
