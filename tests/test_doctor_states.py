@@ -523,6 +523,18 @@ def test_a_slow_down_inside_the_early_window_is_measured_from_the_steps_before_i
     assert f.evidence["step_time_s_baseline"] < 140 and "not the length" in f.explanation
 
 
+def test_a_step_up_inside_the_early_window_measured_from_the_opening_is_dated_where_it_happened() -> None:
+    """1647 steps: 2.8 s a step, then 7 s from step 152 (a tenth of the run in, inside the early
+    window), length flat. Against the run's opening the slow-down is dated at the step up, not
+    at the middle of the early window."""
+    n = 1647
+    r = rng(47)
+    slow = np.where(np.arange(1, n + 1) < 152, 2.8, 7.0) * (1 + r.normal(0, 0.08, n))
+    flat = 450 * (1 + r.normal(0, 0.06, n))
+    f = findings(table(n, step_time_s=slow, completion_len_mean=flat))["THROUGHPUT_ROT"]
+    assert f.severity == "warn" and 148 <= f.first_step <= 154, f.first_step
+
+
 def test_a_format_at_its_ceiling_from_the_third_logged_point_on_is_judged_against_the_first_two() -> None:
     """30 points, 5 steps apart: format 0.5 at the first two points, 1.0 from the third on; the
     answer rate (a rate over 256 rollouts) sits at 0.33 before and ~0.27 after. The run's first
@@ -643,13 +655,14 @@ def test_an_advantage_fall_already_under_way_in_the_early_window_is_dated_where_
 
 def test_a_loop_that_takes_hold_in_the_first_points_is_judged_against_the_first_point() -> None:
     """46 points every 2 steps: repetition 0.02 at step 2, 0.16 at step 4, ~0.35 from step 6 on to
-    the end: no level before it but the model's own first point. A rate that starts and stays at
-    its opening level is not a loop, however it wobbles."""
+    the end: no level before it but the model's own first point. Dated as the main test dates a
+    loop, at the first point already at rate_warn (0.15) and rise_min above the level before:
+    step 4. A rate that starts and stays at its opening level is not a loop, however it wobbles."""
     n = 46
     r = rng(51)
     rep = np.r_[[0.021, 0.156], np.clip(0.35 + r.normal(0, 0.04, n - 2), 0, 1)]
     f = findings(table(n, step_every=2, repetition_rate=rep))["REPETITION_SPIRAL"]
-    assert f.severity == "critical" and f.first_step == 6
+    assert f.severity == "critical" and f.first_step == 4
     flat = np.clip(0.03 + r.normal(0, 0.01, n), 0, 1)
     assert "REPETITION_SPIRAL" not in loud(findings(table(n, step_every=2, repetition_rate=flat)))
 
@@ -681,6 +694,32 @@ def test_advantages_far_below_the_rewards_spread_from_the_first_step_are_an_adva
                            reward_mean=0.33 + r.normal(0, 0.1, n)))
     f = found["ADV_COLLAPSE"]
     assert f.severity == "critical" and f.first_step == 1 and "From the first logged step" in f.explanation
+
+
+def test_advantages_a_fifth_of_what_the_rewards_spread_gives_from_the_first_step_are_a_warning() -> None:
+    """GRPO, 16 rollouts a group: adv_std 0.042 on every step while the groups' rewards spread
+    0.35 and an eighth of the groups are degenerate: 12% of the least the advantages can be,
+    whether or not they are divided by the group std."""
+    n = 545
+    r = rng(45)
+    found = findings(table(n, step_every=2, adv_std=0.042 * (1 + r.normal(0, 0.04, n)), reward_std=0.49 + r.normal(0, 0.01, n),
+                           group_reward_std_mean=0.35 + r.normal(0, 0.04, n), zero_variance_group_frac=np.clip(0.125 + r.normal(0, 0.06, n), 0, 1),
+                           reward_mean=0.39 + r.normal(0, 0.06, n)))
+    f = found["ADV_COLLAPSE"]
+    assert f.severity == "warn" and f.first_step == 2 and "From the first logged step" in f.explanation
+
+
+def test_group_relative_advantages_that_fall_after_the_first_few_steps_are_a_collapse() -> None:
+    """DAPO, 104 steps: adv_std ~0.85 on steps 1-4, then ~0.008 from step 5 on, while the rewards
+    keep their spread. PPO's advantages may settle in the first steps while its value head
+    learns; group-relative ones have nothing to settle, so four points are a level held."""
+    n = 104
+    r = rng(46)
+    adv = np.where(np.arange(1, n + 1) < 5, 0.85, 0.008) * (1 + r.normal(0, 0.03, n))
+    found = findings(table(n, adv_std=adv, reward_std=0.49 + r.normal(0, 0.01, n), zero_variance_group_frac=np.clip(0.15 + r.normal(0, 0.05, n), 0, 1),
+                           reward_mean=0.57 + r.normal(0, 0.05, n)))
+    f = found["ADV_COLLAPSE"]
+    assert f.severity == "critical" and f.first_step == 5 and "the level it held before the fall" in f.explanation
 
 
 def test_healthy_group_normalised_advantages_are_not_small_from_the_start() -> None:

@@ -149,7 +149,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "critical below ratio_critical",
         needs_any=("adv_std", "adv_zero_frac"),
         params=_p(ratio_warn=0.1, ratio_critical=0.02, unexplained_factor=4.0, zero_frac_warn=0.6, zero_frac_rise=0.3,
-                  sustain_frac=0.03),
+                  sustain_frac=0.03, floor_ratio_warn=0.2),
         noun="collapsed advantages",
     ),
     Signature(

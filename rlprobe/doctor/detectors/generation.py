@@ -405,8 +405,16 @@ def _repetition_rise_in_window(feat: MetricFeatures, p: dict[str, Any]) -> tuple
         start, end = hit
         level = np.clip(finite_or(feat.smooth, before), 0.0, 1.0)
         severity: Severity = "critical" if float(np.nanmedian(value[start : end + 1])) >= p["rate_critical"] else "warn"
-        return Episode(start, end, severity, start), feat, level, "repetition_rate", {"baseline": before, "sustain": sustain}
+        return _rate_onset(Episode(start, end, severity, start), value, before, lo + 1, p), feat, level, "repetition_rate", \
+            {"baseline": before, "sustain": sustain}
     return _repetition_from_opening(feat, value, sustain, p)
+
+
+def _rate_onset(episode: Episode, value: np.ndarray, before: float, floor: int, p: dict[str, Any]) -> Episode:
+    """A loop's first step, as the main test dates it: the first logged point of the unbroken run
+    already at rate_warn and rise_min above the level before, leading into the held stretch."""
+    raw = np.nan_to_num(value, nan=0.0)
+    return raw_onset(episode, (raw >= p["rate_warn"]) & (raw - before >= p["rise_min"]), floor=floor)
 
 
 def _repetition_from_opening(feat: MetricFeatures, value: np.ndarray, sustain: int, p: dict[str, Any]
@@ -430,7 +438,8 @@ def _repetition_from_opening(feat: MetricFeatures, value: np.ndarray, sustain: i
     start, end = hit
     level = np.clip(finite_or(feat.smooth, before), 0.0, 1.0)
     severity: Severity = "critical" if float(np.nanmedian(value[start : end + 1])) >= p["rate_critical"] else "warn"
-    return Episode(start, end, severity, start), feat, level, "repetition_rate", {"baseline": before, "sustain": sustain}
+    return _rate_onset(Episode(start, end, severity, start), value, before, int(ok[0]) + 1, p), feat, level, "repetition_rate", \
+        {"baseline": before, "sustain": sustain}
 
 
 def _repetition_episode(ctx: DetectorContext, p: dict[str, Any]) -> tuple[Episode, MetricFeatures, np.ndarray, str, dict[str, Any]] | None:
@@ -605,7 +614,7 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     # (its first 5%, at least 3 points) is the cost of a step before it, when it is lower (the
     # first steps are slower, not faster, when compilation or cache warm-up is all they add)
     value = np.asarray(feat.value, dtype=float)
-    opening = nanmedian(value[: max(3, int(0.05 * len(feat)))])
+    opening = nanmedian(value[: max(3, int(0.05 * len(feat)))])  # the run's first 5%, at least 3 points
     early = opening if np.isfinite(opening) and 0 < opening < feat.b_median else float(feat.b_median)
     ratio = finite_or(feat.smooth, feat.b_median) / early
     # the smoothed level confirms a slow-down and the raw points date it: a sparse log whose last
@@ -622,7 +631,11 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     episode = Episode(episode.start, episode.end, "info",
                       refine_onset(log_smooth, episode.start, baseline_end(len(feat)) // 2, episode.start + 2 * sustain))
     raw_ratio = value / early
-    episode = raw_onset(episode, np.nan_to_num(raw_ratio, nan=0.0) >= p["ratio_info"], floor=baseline_end(len(feat)) // 2)
+    # measured against the opening, a slow-down may date from just after it (a step up inside
+    # the early window, which then is no yardstick); else not before the middle of that window
+    n_open = max(3, int(0.05 * len(feat)))
+    floor = n_open if early == opening else baseline_end(len(feat)) // 2
+    episode = raw_onset(episode, np.nan_to_num(raw_ratio, nan=0.0) >= p["ratio_info"], floor=floor)
     # the trend is read after the early window, or from just before the onset when the slow-down
     # began inside it (a jump that then holds has no trend left after the window)
     tail = np.asarray(feat.value[max(0, min(baseline_end(len(feat)), episode.onset - sustain)) :], dtype=float)

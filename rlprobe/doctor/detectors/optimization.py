@@ -145,7 +145,13 @@ def _adv_fall(ctx: DetectorContext, feat: MetricFeatures, kept: np.ndarray, p: d
     scale unexplained_factor times deeper than that one is the advantage computation's.
     """
     n = len(feat)
-    falls = level_falls(kept, p["ratio_warn"], 4.0, min(8, sustain_points(n, p["sustain_frac"], floor=3)))
+    # PPO's advantages may start large and settle in the first steps, while its value head learns
+    # the returns; group-relative advantages (GRPO, RLOO, DAPO: the run logs the share of
+    # zero-variance groups or the within-group std) are the rewards' own spread, normalised, from
+    # the first step: there is nothing to settle, and the run's first points are a level held
+    group_relative = ctx.features("group_reward_std_mean") is not None or ctx.features("zero_variance_group_frac") is not None
+    falls = level_falls(kept, p["ratio_warn"], 4.0, min(8, sustain_points(n, p["sustain_frac"], floor=3)),
+                        **({"warmup": 0.0, "opening": 3} if group_relative else {}))
     if not falls:
         return None
     fall = falls[0]
@@ -185,7 +191,9 @@ def _adv_small_from_start(ctx: DetectorContext, feat: MetricFeatures, kept: np.n
     divided by the group's std or not. Either way the batch's advantage std is at least about
     the smaller of 1 and the within-group reward std, times sqrt(share of mixed groups): a
     degenerate group's advantages are 0, every other group's have its reward spread or unit
-    spread. An adv_std ratio_warn times below that on (nearly) every step from the first is a
+    spread. That floor is a lower bound under either convention (within sqrt((G-1)/G) for a
+    group std taken with one degree of freedom less), so an adv_std at floor_ratio_warn (a fifth)
+    of it or less on (nearly) every step from the first is a
     computation that throws the signal away (a wrong normaliser, a scale bug), which no
     comparison with the run's own early level can see. Critical below ratio_critical.
     """
@@ -204,7 +212,7 @@ def _adv_small_from_start(ctx: DetectorContext, feat: MetricFeatures, kept: np.n
     ok = np.isfinite(ratio)
     n = len(feat)
     sustain = sustain_points(n, p["sustain_frac"], floor=3)
-    small = ok & (ratio < p["ratio_warn"])
+    small = ok & (ratio < p["floor_ratio_warn"])
     hit = held_stretch(small, sustain)
     if hit is None or hit[0] > 1 or not still_holds(small, hit[1], sustain) or float(np.mean(small[ok])) < 0.95:
         return None
