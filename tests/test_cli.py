@@ -453,3 +453,22 @@ def test_every_registered_command_has_an_example() -> None:
     for name in cli.list_commands(ctx):
         result = invoke(name, "--help")
         assert result.exit_code == 0 and "Example" in result.stdout, f"rlprobe {name} --help has no example"
+
+
+def test_doctor_says_a_detector_that_failed_apart_from_the_ones_it_skipped(finished_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A detector that raises is a bug in rlprobe, not an input the run did not log: the text
+    names it with its error on a line of its own, and the other detectors still run."""
+    import dataclasses
+
+    from rlprobe.doctor.registry import all_detectors
+
+    detectors = all_detectors()
+
+    def broken(ctx: Any, p: Any) -> None:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setitem(detectors, "GRAD_PATHOLOGY", dataclasses.replace(detectors["GRAD_PATHOLOGY"], detect=broken))
+    result = invoke("doctor", str(finished_run))
+    assert "GRAD_PATHOLOGY failed on this run and was not checked (please report it): detector error: ZeroDivisionError" in result.output
+    skipped_line = next((line for line in result.output.splitlines() if line.startswith("skipped")), "")
+    assert "GRAD_PATHOLOGY" not in skipped_line

@@ -56,10 +56,15 @@ def diagnosis_lines(d: Any, shown: str, imported: bool = False) -> list[str]:
             out.append(f"{pad}try: {action}")
         if f.links_to_samples:
             out.append(f"{pad}samples: {samples_hint(shown, f.links_to_samples[:5], imported)}")
-    if d.skipped:
-        names = ", ".join(s.signature_id for s in d.skipped)
-        out.append(f"\nskipped {len(d.skipped)} detector{'s' if len(d.skipped) != 1 else ''} "
+    # a detector that raised is a bug in rlprobe, not a missing input: said apart, with its error
+    failed = [s for s in d.skipped if s.reason.startswith("detector error")]
+    skipped = [s for s in d.skipped if s not in failed]
+    if skipped:
+        names = ", ".join(s.signature_id for s in skipped)
+        out.append(f"\nskipped {len(skipped)} detector{'s' if len(skipped) != 1 else ''} "
                    f"(inputs not logged or disabled; --json has reasons): {names}")
+    for s in failed:
+        out.append(f"{s.signature_id} failed on this run and was not checked (please report it): {s.reason}")
     return out
 
 
