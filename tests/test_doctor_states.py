@@ -187,6 +187,19 @@ def test_a_collapse_from_a_high_start_is_caught_where_it_first_shows() -> None:
     assert "has not recovered" in f.explanation or "partly recovered" in f.explanation
 
 
+def test_a_collapse_after_a_few_noisy_batches_cut_as_stages_is_read_from_the_level_before_it() -> None:
+    """149 PPO updates with 16 rollouts each: reward 0.69, 0.56, 0.82, 0.58 over the first
+    fifteen (the segmentation cuts those batches into short levels of their own), then ~0.05 to
+    the end. Counted from its first "stage" the level before would be a blip of three points;
+    the fall from the level held just before it is still a collapse."""
+    n = 149
+    r = rng(53)
+    head = np.r_[np.full(4, 0.688), np.full(3, 0.556), np.full(3, 0.819), np.full(5, 0.581)] + r.normal(0, 0.02, 15)
+    reward = np.r_[head, np.clip(0.056 + r.normal(0, 0.035, n - 15), 0, 1)]
+    f = findings(table(n, reward_mean=reward))["REWARD_COLLAPSE"]
+    assert f.severity == "critical" and f.first_step == 16 and "has not recovered" in f.explanation
+
+
 def test_a_plateau_split_by_a_change_within_the_noise_is_one_level_held() -> None:
     # The segmentation may cut a plateau into a long piece and a short one just before a fall;
     # the short piece is not a blip the reward never held: the level was held across both.
@@ -626,6 +639,15 @@ def test_a_collapse_already_under_way_in_the_early_window_is_dated_against_the_l
     assert f.first_step == 13 and f.severity == "critical" and "the level it held before the fall (0.21" in f.explanation
 
 
+def test_entropy_back_at_the_level_the_model_started_at_after_a_blow_up_is_not_a_collapse() -> None:
+    """22 PPO updates: entropy 0.47 at the first, ~3.4 over the next twelve (the early window),
+    ~0.5 after. Against the window it fell to 15%, but it is back where the model started."""
+    n = 22
+    r = rng(49)
+    ent = np.r_[0.469, 3.4 * np.exp(r.normal(0, 0.05, 12)), 0.5 * np.exp(r.normal(0, 0.06, 9))]
+    assert "ENTROPY_COLLAPSE" not in findings(table(n, entropy_mean=ent, reward_mean=0.5 + r.normal(0, 0.08, n)))
+
+
 def test_an_entropy_collapse_under_way_from_the_first_logged_point_counts_from_the_opening_entropy() -> None:
     """Entropy 0.34 -> 0.022 over the first 9 points (every 5 steps) of a 1,270-point log, then
     flat: inside the run's first 1%, long before any early window. The model's entropy at its
@@ -720,6 +742,23 @@ def test_group_relative_advantages_that_fall_after_the_first_few_steps_are_a_col
                            reward_mean=0.57 + r.normal(0, 0.05, n)))
     f = found["ADV_COLLAPSE"]
     assert f.severity == "critical" and f.first_step == 5 and "the level it held before the fall" in f.explanation
+
+
+def test_advantages_divided_by_the_group_std_then_scaled_down_are_small_from_the_start() -> None:
+    """GRPO with a continuous reward: the within-group std wanders 0.08-0.16, adv_std sits at
+    0.035 on every step. Steady while the spread moves, the advantages were divided by the group
+    std, so their scale should be about 1: a scale bug, though 0.035 is not far below 0.12."""
+    n = 70
+    r = rng(48)
+    within = 0.12 * np.exp(r.normal(0, 0.15, n))
+    found = findings(table(n, adv_std=0.0353 * (1 + r.normal(0, 0.0005, n)), reward_std=within + 0.005, group_reward_std_mean=within,
+                           zero_variance_group_frac=np.zeros(n), reward_mean=0.56 + r.normal(0, 0.03, n)))
+    f = found["ADV_COLLAPSE"]
+    assert f.first_step == 1 and "held steady" in f.explanation
+    # without the division the advantages move with the spread, and 0.3x of it is no collapse
+    found = findings(table(n, adv_std=0.3 * within, reward_std=within + 0.005, group_reward_std_mean=within,
+                           zero_variance_group_frac=np.zeros(n), reward_mean=0.56 + r.normal(0, 0.03, n)))
+    assert "ADV_COLLAPSE" not in loud(found)
 
 
 def test_healthy_group_normalised_advantages_are_not_small_from_the_start() -> None:

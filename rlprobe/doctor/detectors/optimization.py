@@ -183,6 +183,20 @@ def _adv_fall(ctx: DetectorContext, feat: MetricFeatures, kept: np.ndarray, p: d
     return Episode(fall.start, fall.end, severity, fall.start), fall.before, rv, used
 
 
+def _divides_by_group_std(adv: np.ndarray, spread: np.ndarray) -> bool:
+    """Whether advantages were divided by their group's reward std: adv_std (per mixed group) then
+    stays put while the within-group std moves from batch to batch (in log, a quarter of its
+    spread or less, over at least 10 points where the spread moved by 5% or more); without the
+    division it moves with the spread."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        la, ls = np.log(np.asarray(adv, dtype=float)), np.log(np.asarray(spread, dtype=float))
+    ok = np.isfinite(la) & np.isfinite(ls)
+    if ok.sum() < 10:
+        return False
+    s_spread = float(np.std(ls[ok]))
+    return s_spread >= 0.05 and float(np.std(la[ok])) <= 0.25 * s_spread
+
+
 def _adv_small_from_start(ctx: DetectorContext, feat: MetricFeatures, kept: np.ndarray, p: dict[str, Any]) -> Finding | None:
     """Advantages far smaller than the rewards' own spread allows, from the first logged step.
 
@@ -191,7 +205,8 @@ def _adv_small_from_start(ctx: DetectorContext, feat: MetricFeatures, kept: np.n
     divided by the group's std or not. Either way the batch's advantage std is at least about
     the smaller of 1 and the within-group reward std, times sqrt(share of mixed groups): a
     degenerate group's advantages are 0, every other group's have its reward spread or unit
-    spread. That floor is a lower bound under either convention (within sqrt((G-1)/G) for a
+    spread. When adv_std stays put while the within-group std moves, the advantages were divided
+    by it, and the floor is the unit spread alone. That floor is a lower bound under either convention (within sqrt((G-1)/G) for a
     group std taken with one degree of freedom less), so an adv_std at floor_ratio_warn (a fifth)
     of it or less on (nearly) every step from the first is a
     computation that throws the signal away (a wrong normaliser, a scale bug), which no
@@ -206,7 +221,9 @@ def _adv_small_from_start(ctx: DetectorContext, feat: MetricFeatures, kept: np.n
         return None
     mixed = aligned(ctx, "zero_variance_group_frac", feat.step, "value") if zvf is not None else None
     share = np.sqrt(np.clip(1.0 - np.nan_to_num(mixed, nan=0.0), 0.0, 1.0)) if mixed is not None else np.ones(len(feat))
-    expected = share * np.minimum(1.0, np.maximum(spread, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        normalised = _divides_by_group_std(kept / share, spread)
+    expected = share * (1.0 if normalised else np.minimum(1.0, np.maximum(spread, 0.0)))
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(expected > 1e-9, kept / expected, np.nan)
     ok = np.isfinite(ratio)
@@ -222,11 +239,14 @@ def _adv_small_from_start(ctx: DetectorContext, feat: MetricFeatures, kept: np.n
     adv_level = float(np.nanmedian(kept[start : end + 1]))
     spread_level = float(np.nanmedian(spread[start : end + 1]))
     what = "within-group reward std" if within is not None else "reward std"
+    against = (f"against a {what} of {spread_level:.3g}" if not normalised else
+               f"held steady while the {what} moved, as dividing by the group's std makes it, against the unit scale "
+               "that division gives")
     return make_finding(
         ctx, "ADV_COLLAPSE", Episode(start, end, severity, start), feat,
         confidence(p["ratio_warn"] / max(held, 1e-6) - 1.0, 4.0, end - start + 1, sustain),
         f"From the first logged step the advantages are {held:.1%} of what the rewards' spread gives (adv_std "
-        f"{adv_level:.3g} against a {what} of {spread_level:.3g}): the advantage computation throws the reward "
+        f"{adv_level:.3g} {against}): the advantage computation throws the reward "
         "signal away, and the policy gradient has almost none of it.",
         {"variant": "from_start", "adv_std_during": adv_level, f"{'group_reward_std_mean' if within is not None else 'reward_std'}_during": spread_level,
          "adv_std_ratio_to_expected": held},

@@ -113,6 +113,12 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         yardstick, fall_path = "the level it held before the fall", True
     if episode is None:
         return None
+    # the run's first logged point is the model as it came in: entropy held at a fifth of that or
+    # more has not collapsed, whatever the early window says (it came back down from a blow-up
+    # that filled the window: 0.47 at the first step, 3.3 over the next twelve, 0.51 after)
+    ok = np.flatnonzero(np.isfinite(value) & (value > 0))
+    if len(ok) and float(np.nanmedian(value[episode.start : episode.end + 1])) >= p["ratio_warn"] * float(value[ok[0]]):
+        return None
     evidence: dict[str, Any] = {
         "entropy_baseline": reference,
         "entropy_now": float(feat.smooth[-1]),

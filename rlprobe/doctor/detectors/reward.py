@@ -997,7 +997,12 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         top, top_lo = level_before(shifts, j, p["min_drop_noise"])
         top_lo = min(top_lo, fell_at)  # the stretch that held the level ends where the fall began
         if fell_at - top_lo < sustain:
-            continue  # the level before is a blip of a few points, not a level the reward held
+            # the level before its first stage is a blip of a few points, not a level the reward
+            # held (a noisy batch cut as a stage of its own): the last stage alone, from the level
+            # held just before it, may still be the fall
+            top, top_lo, fell_at, z = shift.before, shift.start, shift.at, -shift.z
+            if fell_at - top_lo < sustain or z < p["min_drop_noise"]:
+                continue
         height = top - floor
         if (top - shift.after) / height < p["drop_warn"]:
             continue
