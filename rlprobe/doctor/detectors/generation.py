@@ -463,8 +463,7 @@ def _repetition_episode(ctx: DetectorContext, p: dict[str, Any]) -> tuple[Episod
             return _repetition_rise_in_window(feat, p)
         episode = Episode(episode.start, episode.end, episode.severity,
                           refine_onset(level, episode.start, baseline_end(len(feat)) // 2, episode.start + 2 * sustain))
-        raw = np.nan_to_num(np.asarray(feat.value, dtype=float), nan=0.0)
-        episode = raw_onset(episode, (raw >= p["rate_warn"]) & (raw - base >= p["rise_min"]), floor=baseline_end(len(feat)) // 2)
+        episode = _rate_onset(episode, np.asarray(feat.value, dtype=float), base, baseline_end(len(feat)) // 2, p)
         return episode, feat, level, "repetition_rate", {"baseline": base, "sustain": sustain}
     text = _text_repetition(ctx)
     if text is None or len(text["step"]) < 10:
