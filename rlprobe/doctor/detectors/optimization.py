@@ -662,8 +662,7 @@ def _spike_burst_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any]
     burst is read against the run before it instead: steps at spike_ratio_min (8x) the 95th
     percentile of the baseline window's grad norms (the largest an ordinary step got early, an
     informative batch's included) making up a quarter of the trailing window (a tenth of the
-    run, 5 to 21 points) for growth_sustain_frac of the run, after the baseline window, while
-    they stay under half of the steps (more, and the level itself grew: the growth test). It is
+    run, 5 to 21 points) for growth_sustain_frac of the run, after the baseline window. It is
     dated at the first such step of the window where the share first held, or earlier at the
     spikes leading into it, each within half a window of the next."""
     feat = ctx.features("grad_norm")
@@ -695,8 +694,8 @@ def _spike_burst_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any]
         first = int(k)
     last = int(np.flatnonzero(spike[: end + 1])[-1])
     count = int(spike[first : last + 1].sum())
-    if count < p["spike_events_warn"] or float(np.mean(spike[first : last + 1])) >= 0.5:
-        return None  # too few; or most steps, and then the level itself grew: the growth test's
+    if count < p["spike_events_warn"]:
+        return None
     ratios = raw[first : last + 1][spike[first : last + 1]] / top
     severity: Severity = "critical" if count >= p["spike_events_critical"] else "warn"
     return {
@@ -915,12 +914,14 @@ def grad_pathology(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         parts["nonfinite"] = nonfinite
     if ctx.has("grad_norm"):
         spikes = _spike_part(ctx, p, ctx.n_steps)
+        growth = _growth_part(ctx, p)
         burst = _spike_burst_part(ctx, p)
+        if burst is not None and growth is not None and burst["evidence"]["grad_spike_share"] >= 0.5:
+            burst = None  # most steps that high: the level itself grew, and the growth says so
         if burst is not None and (spikes is None or SEVERITY_ORDER[burst["severity"]] > SEVERITY_ORDER[spikes["severity"]]):
             spikes = burst  # the local test saw a few of its spikes, against a level the rest had raised
         if spikes is not None:
             parts["spikes"] = spikes
-        growth = _growth_part(ctx, p)
         if growth is not None:
             parts["growth"] = growth
     if ctx.has("loss"):
