@@ -540,8 +540,7 @@ def bounded_noise(x: np.ndarray) -> float:
         # and says nothing of those jumps, and when the rollouts of a step share few prompts
         # their outcomes are correlated, so a step's mean varies more than the binomial says.
         # The root mean square of successive differences (von Neumann) sees both.
-        d = np.diff(v)
-        mssd = math.sqrt(float(np.mean(d * d)) / 2.0) if len(d) else 0.0
+        mssd = _von_neumann(v)
         if _zero_inflated(v):
             # the points off the pinned end are where it was alive, and a mean of n outcomes at
             # that level is that noisy: 3 successes in 256 on two steps, then none again, is
@@ -556,10 +555,16 @@ def bounded_noise(x: np.ndarray) -> float:
         # one end has no point-to-point noise either: its median difference is 0, and the rise
         # that pinned it would otherwise be measured against nothing. Its successive differences
         # (von Neumann) see the wobbles off the pinned end.
-        d = np.diff(v)
-        mssd = math.sqrt(float(np.mean(d * d)) / 2.0) if len(d) else 0.0
+        mssd = _von_neumann(v)
         return max(empirical, mssd) if np.isfinite(empirical) else mssd
     return empirical
+
+
+def _von_neumann(v: np.ndarray) -> float:
+    """The root mean square of successive differences over sqrt 2: a point noise that sees jumps
+    a median difference of 0 hides (0 for fewer than 2 points)."""
+    d = np.diff(v)
+    return math.sqrt(float(np.mean(d * d)) / 2.0) if len(d) else 0.0
 
 
 def _zero_inflated(v: np.ndarray) -> bool:

@@ -613,7 +613,8 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     # (its first 5%, at least 3 points) is the cost of a step before it, when it is lower (the
     # first steps are slower, not faster, when compilation or cache warm-up is all they add)
     value = np.asarray(feat.value, dtype=float)
-    opening = nanmedian(value[: max(3, int(0.05 * len(feat)))])  # the run's first 5%, at least 3 points
+    n_open = max(3, int(0.05 * len(feat)))
+    opening = nanmedian(value[:n_open])
     early = opening if np.isfinite(opening) and 0 < opening < feat.b_median else float(feat.b_median)
     ratio = finite_or(feat.smooth, feat.b_median) / early
     # the smoothed level confirms a slow-down and the raw points date it: a sparse log whose last
@@ -632,7 +633,6 @@ def throughput_rot(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     raw_ratio = value / early
     # measured against the opening, a slow-down may date from just after it (a step up inside
     # the early window, which then is no yardstick); else not before the middle of that window
-    n_open = max(3, int(0.05 * len(feat)))
     floor = n_open if early == opening else baseline_end(len(feat)) // 2
     episode = raw_onset(episode, np.nan_to_num(raw_ratio, nan=0.0) >= p["ratio_info"], floor=floor)
     # the trend is read after the early window, or from just before the onset when the slow-down

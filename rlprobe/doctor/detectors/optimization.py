@@ -206,9 +206,9 @@ def _adv_small_from_start(ctx: DetectorContext, feat: MetricFeatures, kept: np.n
     the smaller of 1 and the within-group reward std, times sqrt(share of mixed groups): a
     degenerate group's advantages are 0, every other group's have its reward spread or unit
     spread. When adv_std stays put while the within-group std moves, the advantages were divided
-    by it, and the floor is the unit spread alone. That floor is a lower bound under either convention (within sqrt((G-1)/G) for a
-    group std taken with one degree of freedom less), so an adv_std at floor_ratio_warn (a fifth)
-    of it or less on (nearly) every step from the first is a
+    by it, and the floor is the unit spread alone. That floor is a lower bound under either
+    convention (within sqrt((G-1)/G) for a group std taken with one degree of freedom less), so
+    an adv_std at floor_ratio_warn (a fifth) of it or less on (nearly) every step from the first is a
     computation that throws the signal away (a wrong normaliser, a scale bug), which no
     comparison with the run's own early level can see. Critical below ratio_critical.
     """
