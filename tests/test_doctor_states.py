@@ -1128,3 +1128,29 @@ def test_a_grad_norm_that_jumps_for_good_in_the_first_steps_is_growth() -> None:
     # the same spread around one level from the first step is not growth
     f = findings(table(n, grad_norm=14.0 * np.exp(r.normal(0, 0.6, n)), reward_mean=0.6 + r.normal(0, 0.1, n)))
     assert "GRAD_PATHOLOGY" not in loud(f)
+
+
+def test_a_format_term_pinned_at_its_weight_is_judged_by_the_share_that_earns_it() -> None:
+    """A format term worth 0.5 sits at exactly 0.5 on most steps once every rollout earns it. A
+    mean of 16 outcomes cannot sit at the same value below 1 step after step; its noise is that
+    of the share of rollouts that earn the term (near all of them), scaled back to the weight,
+    not the noise of a coin at 0.5."""
+    from rlprobe.doctor.stats import bounded_noise
+
+    r = rng(115)
+    share = np.concatenate([r.binomial(16, 0.65, 9) / 16, np.minimum(1.0, r.binomial(16, 0.995, 64) / 16)])
+    term = 0.5 * share
+    assert bounded_noise(term) == pytest.approx(0.5 * bounded_noise(share))
+    assert bounded_noise(term) < 0.5 * 0.125  # a coin at 0.5 over 16 rollouts, scaled to the weight
+
+
+def test_a_change_of_level_in_a_sparse_series_on_a_grid_of_steps_is_at_a_logged_point() -> None:
+    """A series logged every 10 steps, placed on a grid of single steps (NaN between its points):
+    the change the segmentation finds is dated at a logged point, never at an empty step."""
+    from rlprobe.doctor.stats import level_shifts
+
+    r = rng(120)
+    v = np.full(271, np.nan)
+    v[::10] = np.concatenate([np.full(8, 0.2), np.full(20, 0.5)]) + r.normal(0, 0.01, 28)
+    shifts = level_shifts(v, 0.01, min_size=3)
+    assert shifts and all(np.isfinite(v[s.at]) for s in shifts)

@@ -529,9 +529,16 @@ def bounded_noise(x: np.ndarray) -> float:
     v = _finite(x)
     if len(v) < 4:
         return float("nan")
+    lo, hi = float(np.min(v)), float(np.max(v))
+    if lo >= 0.0 and 0.0 < hi < 1.0 and float(np.mean(v == hi)) >= 0.5:
+        # A mean of outcomes cannot sit at exactly the same value below 1 on most steps (at 0.5
+        # with 16 outcomes its standard deviation is 0.125); a term can, once every rollout earns
+        # its full weight: a format term worth 0.5 pinned at 0.5. Its outcomes are shares of that
+        # weight, and the binomial floor is that of the share (0.94 of 16 rollouts), scaled back,
+        # not the noise of a coin at 0.5.
+        return hi * bounded_noise(v / hi)
     empirical = diff_noise(v)
     n = granularity(v)
-    lo, hi = float(np.min(v)), float(np.max(v))
     if n is not None and lo >= 0.0 and hi <= 1.0:
         q25, q75 = np.percentile(v, [25, 75])
         p = float(min(max(0.5, q25), q75))
@@ -616,7 +623,9 @@ def level_shifts(y: np.ndarray, noise: float, min_size: int = 3, lookback: int |
             continue
         b, a = float(np.median(before)), float(np.median(after))
         se = 1.25 * noise * math.sqrt(1.0 / len(before) + 1.0 / len(after))
-        out.append(Shift(int(k), b, a, int(hi - 1), (a - b) / se if se > 0 else 0.0, int(lo)))
+        # a sparse series on a grid of steps changes at its first logged point after the cut
+        at = k + int(np.argmax(ok[k:hi]))
+        out.append(Shift(int(at), b, a, int(hi - 1), (a - b) / se if se > 0 else 0.0, int(lo)))
     return out
 
 
