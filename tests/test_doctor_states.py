@@ -1144,6 +1144,26 @@ def test_a_format_term_pinned_at_its_weight_is_judged_by_the_share_that_earns_it
     assert bounded_noise(term) < 0.5 * 0.125  # a coin at 0.5 over 16 rollouts, scaled to the weight
 
 
+def test_every_group_degenerate_with_rewards_that_swing_is_not_a_solved_task() -> None:
+    """35 points every 5 steps, 4 prompts x 6 rollouts: from step 125 every group is degenerate
+    (a sampler that returns one completion per prompt) while the batch reward swings 0.2-0.95.
+    Its median, 0.8, would pass for a solved task; its mean says at least 30% of the groups over
+    the stretch are all-wrong. No learning signal is left: a loud finding, not a note."""
+    n = 35
+    r = rng(117)
+    steps = np.arange(n) * 5
+    late = steps >= 125
+    zvf = np.where(late, 1.0, np.where(r.random(n) < 0.15, 0.25, 0.0))
+    reward = np.where(late, np.array([0.45, 0.9, 0.45, 0.7, 0.2, 0.95, 0.4, 0.95, 0.9, 0.9] * 4)[:n],
+                      np.clip(0.65 + r.normal(0, 0.12, n), 0, 1))
+    t = table(n, step_every=5, zero_variance_group_frac=zvf, reward_mean=reward,
+              reward_std=0.48 + r.normal(0, 0.02, n), entropy_mean=0.2 + r.normal(0, 0.005, n))
+    f = findings(t)["DEGENERATE_GROUPS"]
+    assert f.severity in ("warn", "critical") and 120 <= f.first_step <= 130
+    assert "all-correct on some prompts and all-wrong on others" in f.explanation
+    assert "no group was mixed" in f.explanation and "solved" not in f.explanation
+
+
 def test_a_change_of_level_in_a_sparse_series_on_a_grid_of_steps_is_at_a_logged_point() -> None:
     """A series logged every 10 steps, placed on a grid of single steps (NaN between its points):
     the change the segmentation finds is dated at a logged point, never at an empty step."""

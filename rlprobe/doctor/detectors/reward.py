@@ -626,13 +626,17 @@ def _mostly_solved(reward: MetricFeatures, first_step: int, last_step: int, dege
     1). Reward 0.95 with 88% of groups degenerate leaves at most 5% all-wrong: the degenerate
     groups are the prompts the policy solves, which is where an easy task sits, not a polarised
     batch. Rewards outside [0, 1] say nothing: False.
+
+    The reward is the stretch's mean, not its median: the bound counts groups, and the groups of
+    a stretch add up over its steps. Steps at 0.9 on most points and at 0.2 on some (80% of
+    their groups all-wrong) are not a solved task, though their median is 0.9.
     """
     v = np.asarray(reward.value, dtype=float)
     v = v[np.isfinite(v)]
     if len(v) == 0 or float(np.min(v)) < 0.0 or float(np.max(v)) > 1.0 + 1e-9 or degenerate <= 0:
         return False
     sel = (reward.step >= first_step) & (reward.step <= last_step)
-    r = nanmedian(np.asarray(reward.value, dtype=float)[sel]) if sel.any() else float("nan")
+    r = float(np.nanmean(np.asarray(reward.value, dtype=float)[sel])) if np.isfinite(np.asarray(reward.value, dtype=float)[sel]).any() else float("nan")
     if not np.isfinite(r):
         return False
     all_wrong_max = min(degenerate, 1.0 - r)
@@ -661,6 +665,28 @@ def _both_kinds(ctx: DetectorContext, feat: MetricFeatures, degenerate: np.ndarr
         return None
     z = np.asarray(degenerate, dtype=float)
     return np.isfinite(z) & (r - (1.0 - z) >= least) & (z - r >= least)
+
+
+def _pooled_kinds(ctx: DetectorContext, feat: MetricFeatures, start: int, end: int) -> tuple[float, float] | None:
+    """The least share of all-right and of all-wrong groups over rows start..end, pooled (the
+    means of the degenerate share and of the reward: groups add up over steps), as _both_kinds
+    bounds them for one step; None when the reward is not in [0, 1]."""
+    reward = ctx.features("reward_mean")
+    if reward is None or not len(reward):
+        return None
+    v = np.asarray(reward.value, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0 or float(np.min(v)) < 0.0 or float(np.max(v)) > 1.0 + 1e-9:
+        return None
+    r = aligned(ctx, "reward_mean", feat.step[start : end + 1])
+    if r is None:
+        return None
+    z = np.asarray(feat.value[start : end + 1], dtype=float)
+    ok = np.isfinite(z) & np.isfinite(r)
+    if not ok.any():
+        return None
+    z_bar, r_bar = float(np.mean(z[ok])), float(np.mean(r[ok]))
+    return r_bar - (1.0 - z_bar), z_bar - r_bar
 
 
 def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
@@ -839,6 +865,11 @@ def _polarised(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) ->
     way, moves = direction(ctx, grid, g_on, g_end, pre)
     kind = {"up": "all-correct", "high": "all-correct", "down": "all-wrong", "low": "all-wrong"}.get(way, "all-correct or all-wrong")
     peak = float(np.nanmax(level[episode.start : episode.end + 1]))
+    phrase = f"mostly {kind}"
+    split_kinds = _pooled_kinds(ctx, feat, episode.start, episode.end)
+    if split_kinds is not None and min(split_kinds) >= 0.1:
+        # the reward proves both kinds, whatever its trend
+        kind, phrase = "all-correct or all-wrong", "all-correct on some prompts and all-wrong on others"
     evidence: dict[str, Any] = {
         "variant": kind.replace("-", "_").replace(" ", "_"),
         "zero_variance_group_frac_peak": peak,
@@ -871,11 +902,13 @@ def _polarised(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) ->
     if ent is not None:
         evidence["entropy_ratio_to_baseline"] = ent["ratio_to_baseline"]
     strength = (peak - p["level_warn"]) / max(1.0 - p["level_warn"], 1e-6)
+    left = (", and where it peaked no group was mixed: no learning signal was left" if peak >= p["every_min"]
+            else " and the effective batch has shrunk to the few mixed groups")
     return make_finding(
         ctx, "DEGENERATE_GROUPS", Episode(episode.start, episode.end, severity, episode.onset), feat,
         confidence(strength, 0.4, episode.end - episode.start + 1, sustain),
-        f"{peak:.0%} of GRPO groups have zero reward variance (early level {feat.b_median:.0%}), mostly {kind}: "
-        f"those groups give no gradient and the effective batch has shrunk to the few mixed groups.{note}",
+        f"{peak:.0%} of GRPO groups have zero reward variance (early level {feat.b_median:.0%}), {phrase}: "
+        f"those groups give no gradient{left}.{note}",
         evidence,
         [
             "All-correct: the prompts have become too easy; filter solved prompts or move to harder data (curriculum).",
