@@ -1164,6 +1164,20 @@ def test_every_group_degenerate_with_rewards_that_swing_is_not_a_solved_task() -
     assert "no group was mixed" in f.explanation and "solved" not in f.explanation
 
 
+def test_a_mismatch_that_jumps_fourfold_to_under_a_hundredth_of_a_nat_is_a_mismatch() -> None:
+    """2,000 steps: the log-prob gap ~0.002 nats/token (a healthy engine) to step 31, then ~0.009
+    for good. Four times the level before and more than five times what a healthy engine shows:
+    the update is off-policy by that much (warn), though the gap is under 0.01 nats."""
+    n = 2000
+    r = rng(118)
+    gap = np.where(np.arange(n) < 31, 0.002, 0.009) * np.exp(r.normal(0, 0.07, n))
+    f = findings(table(n, logprob_mismatch=gap, reward_mean=0.5 + r.normal(0, 0.05, n)))["TRAIN_INFERENCE_MISMATCH"]
+    assert f.severity == "warn" and 31 <= f.first_step <= 33
+    # the same gap at a healthy engine's level all along is quiet
+    f = findings(table(n, logprob_mismatch=0.009 * np.exp(r.normal(0, 0.07, n)), reward_mean=0.5 + r.normal(0, 0.05, n)))
+    assert "TRAIN_INFERENCE_MISMATCH" not in f
+
+
 def test_a_change_of_level_in_a_sparse_series_on_a_grid_of_steps_is_at_a_logged_point() -> None:
     """A series logged every 10 steps, placed on a grid of single steps (NaN between its points):
     the change the segmentation finds is dated at a logged point, never at an empty step."""

@@ -183,7 +183,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "TRAIN_INFERENCE_MISMATCH", "The inference engine's log-probs drift from the trainer's", "optimization",
         "warn when the log-prob gap grows ratio_warn-fold above abs_floor nats; critical at ratio_critical",
         needs_all=("logprob_mismatch",),
-        params=_p(ratio_warn=3.0, ratio_critical=10.0, abs_floor=0.01, departure_ratio=1.5, sustain_frac=0.03),
+        params=_p(ratio_warn=3.0, ratio_critical=10.0, abs_floor=0.005, departure_ratio=1.5, sustain_frac=0.03),
         noun="a train/inference log-prob gap",
     ),
     # -- reward ---------------------------------------------------------------------------------
