@@ -1188,3 +1188,20 @@ def test_a_change_of_level_in_a_sparse_series_on_a_grid_of_steps_is_at_a_logged_
     v[::10] = np.concatenate([np.full(8, 0.2), np.full(20, 0.5)]) + r.normal(0, 0.01, 28)
     shifts = level_shifts(v, 0.01, min_size=3)
     assert shifts and all(np.isfinite(v[s.at]) for s in shifts)
+
+
+
+def test_entropy_that_blows_up_from_the_second_point_and_comes_back_is_a_blowup_that_ended() -> None:
+    """22 points: entropy 0.47 at step 1 (the model as it came in), ~3.3 from step 2 to 13, back
+    to ~0.5 from step 14. No segment of 3 points comes before the rise; the fall back to the
+    opening level shows it. A warning that says it ended."""
+    r = rng(122)
+    e = np.concatenate([[0.47], 3.3 * np.exp(r.normal(0, 0.05, 12)), 0.5 * np.exp(r.normal(0, 0.05, 9))])
+    f = findings(table(22, entropy_mean=e, reward_mean=0.5 + r.normal(0, 0.08, 22)))["ENTROPY_BLOWUP"]
+    assert f.severity == "warn" and f.first_step == 2 and f.last_step == 13 and "fallen back since" in f.explanation
+    # entropy high from the first point that settles 7x lower is a warm start settling, not a blow-up
+    e = np.concatenate([3.3 * np.exp(r.normal(0, 0.05, 13)), 0.5 * np.exp(r.normal(0, 0.05, 9))])
+    assert "ENTROPY_BLOWUP" not in findings(table(22, entropy_mean=e, reward_mean=0.5 + r.normal(0, 0.08, 22)))
+    # a first point below a level the run then leaves for good is not a blow-up that came back
+    e = np.concatenate([[0.47], 3.3 * np.exp(r.normal(0, 0.05, 12)), 1.3 * np.exp(r.normal(0, 0.05, 9))])
+    assert "ENTROPY_BLOWUP" not in findings(table(22, entropy_mean=e, reward_mean=0.5 + r.normal(0, 0.08, 22)))

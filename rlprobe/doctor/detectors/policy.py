@@ -17,7 +17,9 @@ from rlprobe.doctor.episodes import (
 from rlprobe.doctor.series import level_at_steps
 from rlprobe.doctor.findings import Finding
 from rlprobe.doctor.registry import detects
-from rlprobe.doctor.stats import HingeFit, centred_median, finite_or, first_sustained, hinge_fit, point_noise, refine_onset
+from rlprobe.doctor.stats import (
+    HingeFit, centred_median, finite_or, first_sustained, hinge_fit, level_shifts, point_noise, refine_onset,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -44,6 +46,42 @@ def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Ep
             continue  # a warm-up transient
         severity = "critical" if jump.rise >= math.log(p["ratio_critical"]) else "warn"
         return Episode(jump.start, jump.end, severity, jump.start), jump.before, jump.after, jump.ongoing
+    return _blowup_from_opening(feat, p, sustain)
+
+
+def _blowup_from_opening(feat: MetricFeatures, p: dict[str, Any], sustain: int) -> tuple[Episode, float, float, bool] | None:
+    """A blow-up from the run's second or third logged point that the run came back from.
+
+    Segments hold at least 3 points, so a rise after the first point or two has no segment
+    before it. It shows as the fall back instead: log entropy high from the opening on, then
+    down by ratio_warn or more (z_min standard errors) to the level of the first points. The
+    first logged points are the model as it came in; entropy that leaves them by ratio_warn,
+    holds there for `sustain` points and comes back to them blew up and recovered (0.47 at
+    step 1, ~3.3 over the next twelve, ~0.5 after). A warm-up is not that long: the high
+    stretch must last past the first 5% of the run."""
+    value = np.asarray(feat.value, dtype=float)
+    idx = np.flatnonzero(np.isfinite(value) & (value > 0))
+    if len(idx) < 8:
+        return None
+    y = np.log(value[idx])
+    noise = max(point_noise(y), math.log(1.02))
+    for shift in level_shifts(y, noise, min_size=3):
+        if shift.z > -p["z_min"] or shift.before - shift.after < math.log(p["ratio_warn"]):
+            continue
+        line = shift.after + 0.5 * (shift.before - shift.after)  # half-way down, in log
+        k = next((i for i in range(shift.at) if y[i] >= line), None)
+        if k is None or not 1 <= k <= 2:
+            continue  # high from the first point (nothing to blow up from), or a later rise: the jump test's
+        opening = float(np.median(y[:k]))
+        high = y[k : shift.at] >= line
+        if shift.at - k < sustain or float(np.mean(high)) < 0.8 or idx[shift.at - 1] < 0.05 * len(value):
+            continue
+        if shift.before - opening < math.log(p["ratio_warn"]) or abs(shift.after - opening) > 0.5 * math.log(p["ratio_warn"]):
+            continue  # it must leave the opening level by the ratio and come back to it
+        rise = shift.before - opening
+        severity = "critical" if rise >= math.log(p["ratio_critical"]) else "warn"
+        episode = Episode(int(idx[k]), int(idx[shift.at - 1]), severity, int(idx[k]))
+        return episode, math.exp(opening), math.exp(shift.before), False
     return None
 
 
