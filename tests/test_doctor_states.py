@@ -1205,3 +1205,35 @@ def test_entropy_that_blows_up_from_the_second_point_and_comes_back_is_a_blowup_
     # a first point below a level the run then leaves for good is not a blow-up that came back
     e = np.concatenate([[0.47], 3.3 * np.exp(r.normal(0, 0.05, 12)), 1.3 * np.exp(r.normal(0, 0.05, 9))])
     assert "ENTROPY_BLOWUP" not in findings(table(22, entropy_mean=e, reward_mean=0.5 + r.normal(0, 0.08, 22)))
+
+
+def test_a_within_group_std_that_dies_under_a_moving_mean_is_said_without_the_share_logged() -> None:
+    """A TRL log (reward_std is the mean of the groups' stds; no frac_reward_zero_std): reward_std
+    ~0.37 to step 57, then 0 or a single mixed group's 0.006-0.07 on every step, while the batch
+    mean keeps swinging between 0.3 and 1.1 as prompts differ. Each prompt's rollouts earn one
+    reward; nothing else in the run can say so, so REWARD_STD_DEATH does (a warning: the reward
+    is not at its floor). With the share logged, DEGENERATE_GROUPS says it instead."""
+    n = 290
+    r = rng(123)
+    i = np.arange(n)
+    std = np.where(i < 57, 0.37 + r.normal(0, 0.05, n), np.where(r.random(n) < 0.3, 0.0625, 0.0))
+    reward = np.where(i < 57, 0.75 + r.normal(0, 0.1, n), r.choice([0.275, 0.55, 0.8, 1.05], n))
+    f = findings(table(n, reward_std=std, reward_mean=reward))["REWARD_STD_DEATH"]
+    assert f.severity == "warn" and f.first_step == 58 and f.evidence["variant"] == "polarised"
+    assert "all right or all wrong alike" in f.explanation
+    zvf = np.where(i < 57, 0.1, np.where(std > 0, 0.75, 1.0))
+    found = findings(table(n, reward_std=std, reward_mean=reward, zero_variance_group_frac=zvf))
+    assert "REWARD_STD_DEATH" not in loud(found) and "DEGENERATE_GROUPS" in loud(found)
+
+
+def test_an_advantage_scale_that_falls_inside_the_first_steps_is_dated_where_it_left_its_level() -> None:
+    """GRPO, 299 steps: adv_std ~0.87 for six steps, 0.115 at step 7 (a mean over a step whose
+    updates straddle the bug), ~0.012 from step 8 while the groups keep their spread. Step 7 is
+    13% of the level before: short of the 10% the collapse is judged by, but already left it."""
+    n = 299
+    r = rng(124)
+    adv = np.concatenate([0.87 + r.normal(0, 0.03, 6), [0.115], 0.012 * np.exp(r.normal(0, 0.03, n - 7))])
+    t = table(n, adv_std=adv, reward_std=0.53 + r.normal(0, 0.01, n), group_reward_std_mean=0.4 + r.normal(0, 0.03, n),
+              zero_variance_group_frac=r.choice([0.0, 0.0625, 0.125], n), reward_mean=0.95 + r.normal(0, 0.01, n))
+    f = findings(t)["ADV_COLLAPSE"]
+    assert f.severity == "critical" and f.first_step == 7

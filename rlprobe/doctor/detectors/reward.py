@@ -383,7 +383,15 @@ def _std_dies(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> 
     grid = Grid.of(ctx)
     jitter = noise_ratio(ctx, grid, "reward_mean")
     lively = on_rows(grid, feat, jitter) >= p["jitter_max"] if jitter is not None else np.zeros(len(feat), dtype=bool)
-    found = _std_drop(feat, ctx.features("reward_mean"), p)
+    reward = ctx.features("reward_mean")
+    # a std that died under a batch mean that keeps moving is a polarised batch: DEGENERATE_GROUPS
+    # says so from the share of zero-variance groups; a run that does not log the share has no
+    # one else to say it, and the std's death is read here
+    if ctx.features("zero_variance_group_frac") is None:
+        found = _std_drop(feat, None, p)
+        if found is not None and _mean_still_moves(feat, reward, found[0].start, found[0].end, p["jitter_max"]):
+            return _polarised_std(ctx, feat, found, p)
+    found = _std_drop(feat, reward, p)
     if found is None:
         if len(feat) < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
             return None
@@ -468,6 +476,38 @@ def _std_dies(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> 
         ],
         sample_order="step DESC",
     )
+
+
+def _polarised_std(ctx: DetectorContext, feat: MetricFeatures, found: tuple[Episode, float, np.ndarray, int],
+                   p: dict[str, Any]) -> Finding:
+    """The finding for a reward_std that died while the batch-mean reward keeps moving, in a run
+    that does not log the share of zero-variance groups: the rollouts of each prompt earn one
+    reward (all right or all wrong alike) and prompts differ, so every advantage is ~0."""
+    episode, before, ratio, sustain = found
+    first_step, last_step = episode.steps(feat)
+    reward = ctx.features("reward_mean")
+    rv = np.asarray(reward.value, dtype=float) if reward is not None else np.array([])
+    level = nanmedian(rv[(reward.step >= first_step) & (reward.step <= last_step)]) if reward is not None else float("nan")
+    why = reward_at_floor(ctx, level, first_step, last_step) if np.isfinite(level) else None
+    lowest = float(np.min(ratio[episode.start : episode.end + 1]))
+    severity = "critical" if why is not None else "warn"
+    share = f"{lowest:.0%}" if lowest >= 0.01 or lowest == 0 else f"{lowest:.2%}"
+    verdict = f"the reward is at its floor ({why})" if why else "the run learns nothing more from these prompts"
+    return make_finding(
+        ctx, "REWARD_STD_DEATH", Episode(episode.start, episode.end, severity, episode.onset), feat,
+        confidence(p["ratio_warn"] / max(lowest, 1e-3) - 1.0, 2.0, episode.end - episode.start + 1, sustain),
+        f"From step {first_step} reward_std fell to {share} of its level before ({before:.3g}) while the batch-mean "
+        f"reward keeps moving from step to step: each prompt's rollouts earn the same reward (all right or all wrong "
+        f"alike) and only the prompts differ, so every advantage is ~0; {verdict}.",
+        {"variant": "polarised", "reward_std_before": before, "lowest_ratio_to_baseline": lowest,
+         "reward_mean_while_held": level},
+        [
+            "Read the linked samples: identical completions within a group (sampling temperature, a collapsed policy) or a reward that stopped discriminating.",
+            "Log the share of zero-variance groups (TRL's frac_reward_zero_std) so the doctor can tell all-correct from all-wrong groups.",
+            "Use DAPO-style dynamic sampling to drop zero-variance groups, or raise the group size or temperature.",
+        ],
+        sample_order="step DESC",
+    ).model_copy(update={"ongoing": True})
 
 
 def _still_pushed(ctx: DetectorContext, feat: MetricFeatures, episode: Episode, lowest: float, pre: int,
