@@ -1225,15 +1225,3 @@ def test_a_within_group_std_that_dies_under_a_moving_mean_is_said_without_the_sh
     found = findings(table(n, reward_std=std, reward_mean=reward, zero_variance_group_frac=zvf))
     assert "REWARD_STD_DEATH" not in loud(found) and "DEGENERATE_GROUPS" in loud(found)
 
-
-def test_an_advantage_scale_that_falls_inside_the_first_steps_is_dated_where_it_left_its_level() -> None:
-    """GRPO, 299 steps: adv_std ~0.87 for six steps, 0.115 at step 7 (a mean over a step whose
-    updates straddle the bug), ~0.012 from step 8 while the groups keep their spread. Step 7 is
-    13% of the level before: short of the 10% the collapse is judged by, but already left it."""
-    n = 299
-    r = rng(124)
-    adv = np.concatenate([0.87 + r.normal(0, 0.03, 6), [0.115], 0.012 * np.exp(r.normal(0, 0.03, n - 7))])
-    t = table(n, adv_std=adv, reward_std=0.53 + r.normal(0, 0.01, n), group_reward_std_mean=0.4 + r.normal(0, 0.03, n),
-              zero_variance_group_frac=r.choice([0.0, 0.0625, 0.125], n), reward_mean=0.95 + r.normal(0, 0.01, n))
-    f = findings(t)["ADV_COLLAPSE"]
-    assert f.severity == "critical" and f.first_step == 7

@@ -296,7 +296,6 @@ class LogJump:
     after: float  # the level after it
     rise: float  # ln(after / before)
     ongoing: bool  # still above the half-way line at the last logged points
-    left: int = -1  # where it left its level: first point of the unbroken run into `start` at sqrt(ratio_min) or more
 
 
 def log_level_jumps(value: np.ndarray, ratio_min: float, z_min: float, sustain: int, min_points: int = 8) -> list[LogJump]:
@@ -344,11 +343,7 @@ def log_level_jumps(value: np.ndarray, ratio_min: float, z_min: float, sustain: 
         while last + 1 < len(shifts) and shifts[last + 1].after > shifts[last + 1].before and shifts[last + 1].at - shifts[last].at <= ramp:
             last += 1
         top = max(shift.after, shifts[last].after)
-        # where the series left its level, as the level tests date a change: a window-mean point
-        # caught mid-jump (13% of the level before, on the way to 1%) has already left it
-        departed = ok & (y >= before + 0.5 * math.log(ratio_min))
-        left = raw_onset(Episode(start, end, "warn", start), departed, floor=max(0, shifts[first].at - 2)).onset
-        out.append(LogJump(start, end, math.exp(before), math.exp(top), top - before, still_holds(cond, end, sustain), left))
+        out.append(LogJump(start, end, math.exp(before), math.exp(top), top - before, still_holds(cond, end, sustain)))
     return out
 
 
@@ -360,7 +355,6 @@ class LevelFall:
     end: int
     before: float  # the level before the fall
     after: float  # the level it fell to (the lowest of a fall in stages)
-    left: int = -1  # where it left its level (LogJump.left): the fall's first step
 
 
 def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int, warmup: float = 0.05,
@@ -409,5 +403,5 @@ def level_falls(value: np.ndarray, ratio_max: float, z_min: float, sustain: int,
         before = min(1.0 / jump.before, float(np.median(value[:jump.start][ok[:jump.start]])), lowest_held)
         after = 1.0 / jump.after
         if after <= ratio_max * before:
-            out.append(LevelFall(jump.start, jump.end, before, after, jump.left))
+            out.append(LevelFall(jump.start, jump.end, before, after))
     return out

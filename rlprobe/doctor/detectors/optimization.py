@@ -180,7 +180,7 @@ def _adv_fall(ctx: DetectorContext, feat: MetricFeatures, kept: np.ndarray, p: d
     if rv is not None and not drop * p["unexplained_factor"] < rv:
         return None  # the rewards lost their variance too: DEGENERATE_GROUPS / REWARD_STD_DEATH
     severity = "critical" if drop < p["ratio_critical"] and rv is not None else "warn"
-    return Episode(fall.start, fall.end, severity, min(fall.start, fall.left)), fall.before, rv, used
+    return Episode(fall.start, fall.end, severity, fall.start), fall.before, rv, used
 
 
 def _divides_by_group_std(adv: np.ndarray, spread: np.ndarray) -> bool:

@@ -147,7 +147,7 @@ def entropy_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     if falls:
         fall = falls[0]
         severity = "critical" if fall.after <= p["ratio_critical"] * fall.before else "warn"
-        episode, reference, lowest = Episode(fall.start, fall.end, severity, min(fall.start, fall.left)), fall.before, fall.after / fall.before
+        episode, reference, lowest = Episode(fall.start, fall.end, severity, fall.start), fall.before, fall.after / fall.before
         yardstick, fall_path = "the level it held before the fall", True
     if episode is None:
         return None

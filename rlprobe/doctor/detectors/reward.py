@@ -375,7 +375,7 @@ def reward_std_death(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     feat = ctx.features("reward_std")
     if feat is None or len(feat) < 8:
         return None
-    return _std_dies(ctx, feat, p) or _std_gone(ctx, feat, p)
+    return _std_dies(ctx, feat, p) or _std_gone(ctx, feat, p) or _polarised_std(ctx, feat, p)
 
 
 def _std_dies(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
@@ -383,15 +383,7 @@ def _std_dies(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> 
     grid = Grid.of(ctx)
     jitter = noise_ratio(ctx, grid, "reward_mean")
     lively = on_rows(grid, feat, jitter) >= p["jitter_max"] if jitter is not None else np.zeros(len(feat), dtype=bool)
-    reward = ctx.features("reward_mean")
-    # a std that died under a batch mean that keeps moving is a polarised batch: DEGENERATE_GROUPS
-    # says so from the share of zero-variance groups; a run that does not log the share has no
-    # one else to say it, and the std's death is read here
-    if ctx.features("zero_variance_group_frac") is None:
-        found = _std_drop(feat, None, p)
-        if found is not None and _mean_still_moves(feat, reward, found[0].start, found[0].end, p["jitter_max"]):
-            return _polarised_std(ctx, feat, found, p)
-    found = _std_drop(feat, reward, p)
+    found = _std_drop(feat, ctx.features("reward_mean"), p)
     if found is None:
         if len(feat) < 10 or not np.isfinite(feat.b_median) or feat.b_median <= 0:
             return None
@@ -478,14 +470,21 @@ def _std_dies(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> 
     )
 
 
-def _polarised_std(ctx: DetectorContext, feat: MetricFeatures, found: tuple[Episode, float, np.ndarray, int],
-                   p: dict[str, Any]) -> Finding:
-    """The finding for a reward_std that died while the batch-mean reward keeps moving, in a run
-    that does not log the share of zero-variance groups: the rollouts of each prompt earn one
-    reward (all right or all wrong alike) and prompts differ, so every advantage is ~0."""
+def _polarised_std(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
+    """reward_std died while the batch-mean reward keeps moving, in a run that does not log the
+    share of zero-variance groups: the rollouts of each prompt earn one reward (all right or all
+    wrong alike) and prompts differ, so every advantage is ~0.
+
+    That is a polarised batch, which DEGENERATE_GROUPS says from the share; without the share
+    it cannot run, and nothing else would say it."""
+    if ctx.features("zero_variance_group_frac") is not None:
+        return None
+    reward = ctx.features("reward_mean")
+    found = _std_drop(feat, None, p)
+    if found is None or not _mean_still_moves(feat, reward, found[0].start, found[0].end, p["jitter_max"]):
+        return None
     episode, before, ratio, sustain = found
     first_step, last_step = episode.steps(feat)
-    reward = ctx.features("reward_mean")
     rv = np.asarray(reward.value, dtype=float) if reward is not None else np.array([])
     level = nanmedian(rv[(reward.step >= first_step) & (reward.step <= last_step)]) if reward is not None else float("nan")
     why = reward_at_floor(ctx, level, first_step, last_step) if np.isfinite(level) else None
@@ -675,12 +674,26 @@ def _mostly_solved(reward: MetricFeatures, first_step: int, last_step: int, dege
     v = v[np.isfinite(v)]
     if len(v) == 0 or float(np.min(v)) < 0.0 or float(np.max(v)) > 1.0 + 1e-9 or degenerate <= 0:
         return False
-    sel = (reward.step >= first_step) & (reward.step <= last_step)
-    r = float(np.nanmean(np.asarray(reward.value, dtype=float)[sel])) if np.isfinite(np.asarray(reward.value, dtype=float)[sel]).any() else float("nan")
-    if not np.isfinite(r):
+    held = np.asarray(reward.value, dtype=float)[(reward.step >= first_step) & (reward.step <= last_step)]
+    held = held[np.isfinite(held)]
+    if len(held) == 0:
         return False
+    r = float(np.mean(held))
     all_wrong_max = min(degenerate, 1.0 - r)
     return all_wrong_max <= (1.0 - share) * degenerate
+
+
+def _unit_reward(ctx: DetectorContext) -> MetricFeatures | None:
+    """reward_mean's features when every logged value lies in [0, 1] (a rate of successes, whose
+    mean bounds the kinds of degenerate groups), else None."""
+    reward = ctx.features("reward_mean")
+    if reward is None or not len(reward):
+        return None
+    v = np.asarray(reward.value, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0 or float(np.min(v)) < 0.0 or float(np.max(v)) > 1.0 + 1e-9:
+        return None
+    return reward
 
 
 def _both_kinds(ctx: DetectorContext, feat: MetricFeatures, degenerate: np.ndarray, least: float = 0.1) -> np.ndarray | None:
@@ -693,12 +706,7 @@ def _both_kinds(ctx: DetectorContext, feat: MetricFeatures, degenerate: np.ndarr
     least z - r (the all-right ones earn at most r). Reward 0.63 with 85% degenerate groups:
     at least 48% solved and at least 22% always failed.
     """
-    reward = ctx.features("reward_mean")
-    if reward is None or not len(reward):
-        return None
-    v = np.asarray(reward.value, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) == 0 or float(np.min(v)) < 0.0 or float(np.max(v)) > 1.0 + 1e-9:
+    if _unit_reward(ctx) is None:
         return None
     r = aligned(ctx, "reward_mean", feat.step)
     if r is None:
@@ -711,12 +719,7 @@ def _pooled_kinds(ctx: DetectorContext, feat: MetricFeatures, start: int, end: i
     """The least share of all-right and of all-wrong groups over rows start..end, pooled (the
     means of the degenerate share and of the reward: groups add up over steps), as _both_kinds
     bounds them for one step; None when the reward is not in [0, 1]."""
-    reward = ctx.features("reward_mean")
-    if reward is None or not len(reward):
-        return None
-    v = np.asarray(reward.value, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) == 0 or float(np.min(v)) < 0.0 or float(np.max(v)) > 1.0 + 1e-9:
+    if _unit_reward(ctx) is None:
         return None
     r = aligned(ctx, "reward_mean", feat.step[start : end + 1])
     if r is None:
