@@ -64,6 +64,19 @@ def _cases() -> list[tuple[str, np.ndarray, int]]:
             v = base.copy()
             v[:off] = 0.123456789
             cases.append((f"edge_s{size}_off{off}", v, 4096))
+    # the first screen (the allowed + 1 most frequent values): off-grid values repeated so that
+    # they lead the probe, at and past the 2%, and grids hidden among continuous values
+    for size in (100, 1000, 5000):
+        allowed = size // 50
+        for off in (allowed, allowed + 1):
+            for copies in (1, 2, 5, allowed):
+                v = _granular(rng, size, 8, 0.0)
+                v[:off] = np.repeat(rng.uniform(0, 1, off // copies + 1), copies)[:off]
+                cases.append((f"repeats_s{size}_off{off}_x{copies}", v, 4096))
+        mixed = rng.normal(0.5, 0.2, size)
+        mixed[: size - allowed] = _granular(rng, size - allowed, 24, 0.0)
+        cases.append((f"mostly_grid_s{size}", rng.permutation(mixed), 4096))
+        cases.append((f"half_grid_s{size}", np.concatenate([_granular(rng, size // 2, 24, 0.0), rng.normal(0.5, 0.2, size // 2)]), 4096))
     return cases
 
 
