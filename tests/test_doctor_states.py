@@ -1128,3 +1128,23 @@ def test_a_grad_norm_that_jumps_for_good_in_the_first_steps_is_growth() -> None:
     # the same spread around one level from the first step is not growth
     f = findings(table(n, grad_norm=14.0 * np.exp(r.normal(0, 0.6, n)), reward_mean=0.6 + r.normal(0, 0.1, n)))
     assert "GRAD_PATHOLOGY" not in loud(f)
+
+
+def test_an_entropy_blow_up_of_fifteen_steps_in_a_long_run_is_found_and_said_to_be_over() -> None:
+    """4,000 steps: entropy ~0.5 (noise 0.04), then 0.5 -> 4.5 for 15 steps at step 2522 and back.
+    Fifteen steps are three of the doctor's bins, far fewer than 2% of the run; a blow-up of nine
+    times the level does not need more to be one. It is a warning that says the run came back."""
+    n = 4000
+    r = rng(115)
+    e = 0.5 + r.normal(0, 0.04, n)
+    e[2521:2536] = 4.5 + r.normal(0, 0.4, 15)
+    f = findings(table(n, entropy_mean=e))["ENTROPY_BLOWUP"]
+    assert f.severity == "warn" and 2516 <= f.first_step <= 2522 and f.ongoing is False
+    # a 400-step run logged every 9 steps: a blow-up of 18 steps is two logged points
+    e9 = 0.6 + r.normal(0, 0.02, 45)
+    e9[[24, 25, 26]] = [2.8, 2.9, 1.2]
+    f = findings(table(45, step_every=9, entropy_mean=e9))["ENTROPY_BLOWUP"]
+    assert f.first_step == 225 and f.ongoing is False
+    # one point is not a blow-up: it may be a logging glitch
+    e9[[25, 26]] = 0.6
+    assert "ENTROPY_BLOWUP" not in findings(table(45, step_every=9, entropy_mean=e9))
