@@ -1148,3 +1148,18 @@ def test_an_entropy_blow_up_of_fifteen_steps_in_a_long_run_is_found_and_said_to_
     # one point is not a blow-up: it may be a logging glitch
     e9[[25, 26]] = 0.6
     assert "ENTROPY_BLOWUP" not in findings(table(45, step_every=9, entropy_mean=e9))
+
+
+def test_groups_that_polarise_in_the_last_points_of_a_short_log_are_degenerate() -> None:
+    """A 20-point log (every 9 steps, 36 groups a batch): a fifth of the groups degenerate for 14
+    points, then 36%, 58%, 81%, 92%, 69%, 89% while the reward sits at 0.55-0.63. Most of the mixed
+    groups are gone in the last five points; a trailing mean of five has not caught up by the end,
+    the levels have. The reward proves both kinds: at least 38% all-right, 22% all-wrong."""
+    zero = np.array([6, 6, 8, 5, 7, 8, 11, 7, 6, 7, 4, 7, 5, 8, 13, 21, 29, 33, 25, 32]) / 36
+    reward = np.array([0.40, 0.47, 0.47, 0.35, 0.37, 0.47, 0.44, 0.34, 0.35, 0.42,
+                       0.34, 0.40, 0.37, 0.63, 0.54, 0.61, 0.53, 0.59, 0.56, 0.53])
+    f = findings(table(20, step_every=9, zero_variance_group_frac=zero, reward_mean=reward))["DEGENERATE_GROUPS"]
+    assert f.severity == "warn" and f.first_step == 144 and "before: 19%" in f.explanation
+    # the same share rising half as far (to ~50%) is not most of the groups
+    half = np.where(np.arange(20) >= 15, 0.5, zero)
+    assert "DEGENERATE_GROUPS" not in loud(findings(table(20, step_every=9, zero_variance_group_frac=half, reward_mean=reward)))
