@@ -1163,3 +1163,15 @@ def test_groups_that_polarise_in_the_last_points_of_a_short_log_are_degenerate()
     # the same share rising half as far (to ~50%) is not most of the groups
     half = np.where(np.arange(20) >= 15, 0.5, zero)
     assert "DEGENERATE_GROUPS" not in loud(findings(table(20, step_every=9, zero_variance_group_frac=half, reward_mean=reward)))
+
+
+def test_every_group_degenerate_after_a_share_too_small_to_happen_by_chance_is_judged() -> None:
+    """256 groups a batch, one of them degenerate on one batch of 40, then every group degenerate
+    to the end: the chance of a whole batch degenerate before, (1/10240)^256, underflows to 0. A
+    run that could not have got there by chance is judged, not an error."""
+    zero = np.zeros(80)
+    zero[5] = 1 / 256
+    zero[40:] = 1.0
+    (d,) = diagnose_tables(table(80, zero_variance_group_frac=zero, reward_mean=np.where(np.arange(80) < 40, 0.5, 0.0)))
+    assert not [s for s in d.skipped if s.reason.startswith("detector error")]
+    assert "DEGENERATE_GROUPS" in {f.signature_id for f in d.findings}

@@ -556,6 +556,8 @@ def _beyond_chance(before: np.ndarray, held: int, p_max: float = 0.01) -> int:
     p_all = q ** groups
     if p_all >= 1.0:
         return held + 1  # always degenerate before: nothing has changed
+    if p_all <= 0.0:
+        return 1  # so rare before (it underflows) that one such batch is beyond chance
     return int(math.ceil(math.log(p_max) / math.log(p_all)))
 
 
