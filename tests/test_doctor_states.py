@@ -1225,3 +1225,49 @@ def test_a_within_group_std_that_dies_under_a_moving_mean_is_said_without_the_sh
     found = findings(table(n, reward_std=std, reward_mean=reward, zero_variance_group_frac=zvf))
     assert "REWARD_STD_DEATH" not in loud(found) and "DEGENERATE_GROUPS" in loud(found)
 
+
+def test_an_entropy_blow_up_of_fifteen_steps_in_a_long_run_is_found_and_said_to_be_over() -> None:
+    """4,000 steps: entropy ~0.5 (noise 0.04), then 0.5 -> 4.5 for 15 steps at step 2522 and back.
+    Fifteen steps are three of the doctor's bins, far fewer than 2% of the run; a blow-up of nine
+    times the level does not need more to be one. It is a warning that says the run came back."""
+    n = 4000
+    r = rng(115)
+    e = 0.5 + r.normal(0, 0.04, n)
+    e[2521:2536] = 4.5 + r.normal(0, 0.4, 15)
+    f = findings(table(n, entropy_mean=e))["ENTROPY_BLOWUP"]
+    assert f.severity == "warn" and 2516 <= f.first_step <= 2522 and f.ongoing is False
+    # a 400-step run logged every 9 steps: a blow-up of 18 steps is two logged points
+    e9 = 0.6 + r.normal(0, 0.02, 45)
+    e9[[24, 25, 26]] = [2.8, 2.9, 1.2]
+    f = findings(table(45, step_every=9, entropy_mean=e9))["ENTROPY_BLOWUP"]
+    assert f.first_step == 225 and f.ongoing is False
+    # one point is not a blow-up: it may be a logging glitch
+    e9[[25, 26]] = 0.6
+    assert "ENTROPY_BLOWUP" not in findings(table(45, step_every=9, entropy_mean=e9))
+
+
+def test_groups_that_polarise_in_the_last_points_of_a_short_log_are_degenerate() -> None:
+    """A 20-point log (every 9 steps, 36 groups a batch): a fifth of the groups degenerate for 14
+    points, then 36%, 58%, 81%, 92%, 69%, 89% while the reward sits at 0.55-0.63. Most of the mixed
+    groups are gone in the last five points; a trailing mean of five has not caught up by the end,
+    the levels have. The reward proves both kinds: at least 38% all-right, 22% all-wrong."""
+    zero = np.array([6, 6, 8, 5, 7, 8, 11, 7, 6, 7, 4, 7, 5, 8, 13, 21, 29, 33, 25, 32]) / 36
+    reward = np.array([0.40, 0.47, 0.47, 0.35, 0.37, 0.47, 0.44, 0.34, 0.35, 0.42,
+                       0.34, 0.40, 0.37, 0.63, 0.54, 0.61, 0.53, 0.59, 0.56, 0.53])
+    f = findings(table(20, step_every=9, zero_variance_group_frac=zero, reward_mean=reward))["DEGENERATE_GROUPS"]
+    assert f.severity == "warn" and f.first_step == 144 and "before: 19%" in f.explanation
+    # the same share rising half as far (to ~50%) is not most of the groups
+    half = np.where(np.arange(20) >= 15, 0.5, zero)
+    assert "DEGENERATE_GROUPS" not in loud(findings(table(20, step_every=9, zero_variance_group_frac=half, reward_mean=reward)))
+
+
+def test_every_group_degenerate_after_a_share_too_small_to_happen_by_chance_is_judged() -> None:
+    """256 groups a batch, one of them degenerate on one batch of 40, then every group degenerate
+    to the end: the chance of a whole batch degenerate before, (1/10240)^256, underflows to 0. A
+    run that could not have got there by chance is judged, not an error."""
+    zero = np.zeros(80)
+    zero[5] = 1 / 256
+    zero[40:] = 1.0
+    (d,) = diagnose_tables(table(80, zero_variance_group_frac=zero, reward_mean=np.where(np.arange(80) < 40, 0.5, 0.0)))
+    assert not [s for s in d.skipped if s.reason.startswith("detector error")]
+    assert "DEGENERATE_GROUPS" in {f.signature_id for f in d.findings}

@@ -25,6 +25,15 @@ from rlprobe.doctor.stats import (
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
+def _blowup_sustain(n_points: int, p: dict[str, Any]) -> int:
+    """How many logged points in a row a blow-up must hold: sustain_frac of the run, at least 2
+    and at most 3. Entropy is a mean over every token of a batch; it does not sit at several
+    times its level on two logged points in a row by chance, however long the run, and a
+    blow-up the run came back from within a few dozen steps (an update that knocked the policy
+    off, then the clipped ratios pulled it back) fills only a few of a long run's bins."""
+    return min(3, sustain_points(n_points, p["sustain_frac"], floor=2))
+
+
 def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Episode, float, float, bool] | None:
     """The blow-up: (episode, the level before, the level after, whether it still holds).
 
@@ -39,8 +48,7 @@ def _entropy_blowup_episode(feat: MetricFeatures, p: dict[str, Any]) -> tuple[Ep
     transient, not a blow-up.
     """
     n = len(feat)
-    # a blow-up is a jump of several times in level: a few points confirm it, however long the run
-    sustain = min(8, sustain_points(n, p["sustain_frac"], floor=3))
+    sustain = _blowup_sustain(n, p)
     for jump in log_level_jumps(feat.value, p["ratio_warn"], p["z_min"], sustain):
         if jump.start < 0.05 * n and not jump.ongoing:
             continue  # a warm-up transient
@@ -198,7 +206,7 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     a handful of steps and rarely recovers without rolling back. The test compares levels, not
     single points: log entropy is cut into segments of constant level, and a rise from one to
     the next of at least ratio_warn (2.5x) and z_min (4) standard errors, held by most points
-    for 2% of the run (at least 3 points), is a blow-up; critical at ratio_critical (4x) while
+    for 2% of the run (2 or 3 points), is a blow-up; critical at ratio_critical (4x) while
     it still holds. The reference is the level just before the rise, so a blow-up in the first
     fifth of a short run (the real collapse log: entropy 0.2 -> 7 at step 25 of 200) is judged
     against what came before it. One the run came back from says so and is a warning.
@@ -211,7 +219,7 @@ def entropy_blowup(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     if hit is None:
         return None
     episode, before, after, ongoing = hit
-    sustain = min(8, sustain_points(len(feat), p["sustain_frac"], floor=3))
+    sustain = _blowup_sustain(len(feat), p)
     value = np.asarray(feat.value, dtype=float)
     seg = value[episode.start : episode.end + 1]
     peak = float(np.nanmax(seg))

@@ -595,6 +595,8 @@ def _beyond_chance(before: np.ndarray, held: int, p_max: float = 0.01) -> int:
     p_all = q ** groups
     if p_all >= 1.0:
         return held + 1  # always degenerate before: nothing has changed
+    if p_all <= 0.0:
+        return 1  # so rare before (it underflows) that one such batch is beyond chance
     return int(math.ceil(math.log(p_max) / math.log(p_all)))
 
 
@@ -732,9 +734,12 @@ def _pooled_kinds(ctx: DetectorContext, feat: MetricFeatures, start: int, end: i
     return r_bar - (1.0 - z_bar), z_bar - r_bar
 
 
-def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -> Finding | None:
-    """A rise of the zero-variance share that happened inside the early window (so that window's
-    level is not the run's early level): judged against the level before the rise."""
+def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any], closure: float = 0.0) -> Finding | None:
+    """A rise of the zero-variance share judged against the level before the rise, not the early
+    window: one that happened inside the early window (so that window's level is not the run's
+    early level), or, with `closure` (the share of the groups still mixed before that must have
+    gone degenerate), one the trailing mean of the main test has not caught up with by the last
+    logged points (a sparse log of 20 points whose last five polarised)."""
     value = np.asarray(feat.value, dtype=float)
     n = len(value)
     sustain = sustain_points(n, p["sustain_frac"], floor=3)
@@ -742,8 +747,11 @@ def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -
     for j, shift in enumerate(shifts):
         if shift.before > p["baseline_max"] or shift.after < p["level_warn"] or shift.z < 4.0:
             continue
-        if shift.at - level_before(shifts, j, 4.0)[1] < sustain:
-            continue  # the level before is a blip of a few points, not a level the run held
+        held_from = level_before(shifts, j, 4.0)[1]
+        if held_from > 0 and shift.at - held_from < sustain:
+            # the level before is a blip of a few points, not a level the run held; from the first
+            # logged point it is the model as it came in, a level by construction
+            continue
         high = np.isfinite(value) & (value >= 0.5 * (shift.before + p["level_warn"]))
         hit = held_stretch(high, sustain, not_before=max(0, shift.at - 2))
         if hit is None or not still_holds(high, hit[1], sustain):
@@ -752,10 +760,12 @@ def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) -
         # a share of groups: the level is its mean over the stretch (a median of a share that
         # moves in steps of 1/groups can read 100% while a seventh of the groups still learn)
         during = float(np.nanmean(value[start : end + 1]))
-        if during < p["level_warn"]:
+        if during < p["level_warn"] or (during - shift.before) < closure * (1.0 - shift.before):
             continue
         reward = ctx.features("reward_mean")
-        if reward is not None and not _mean_still_moves(feat, reward, start, end, p["jitter_min"] * 0.5):
+        split = _both_kinds(ctx, feat, value)
+        proven = split is not None and float(np.mean(split[start : end + 1])) >= 0.5
+        if reward is not None and not proven and not _mean_still_moves(feat, reward, start, end, p["jitter_min"] * 0.5):
             continue  # every rollout earns the same reward: REWARD_STD_DEATH's picture
         if reward is not None and _mostly_solved(reward, feat.step_at(start), int(feat.step_hi[end]), during):
             continue  # an easy task the policy settled into within its first points: its normal state
@@ -895,7 +905,9 @@ def _polarised(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) ->
         refine_with=feat.smooth, not_before=baseline_end(len(feat)) // 2,
     )
     if episode is None:
-        return None
+        # the trailing mean crosses sustain points after the batches did, and one batch under the
+        # line breaks its stretch: read the levels instead, with most mixed groups lost
+        return _early_rise(ctx, feat, p, closure=p["closure_floor"])
     # the level is a trailing mean, which crosses a few points after the batches did: the onset
     # is the first logged point of the unbroken run of batches at level_warn leading into it
     raw = np.asarray(feat.value, dtype=float)
