@@ -717,23 +717,6 @@ def _both_kinds(ctx: DetectorContext, feat: MetricFeatures, degenerate: np.ndarr
     return np.isfinite(z) & (r - (1.0 - z) >= least) & (z - r >= least)
 
 
-def _pooled_kinds(ctx: DetectorContext, feat: MetricFeatures, start: int, end: int) -> tuple[float, float] | None:
-    """The least share of all-right and of all-wrong groups over rows start..end, pooled (the
-    means of the degenerate share and of the reward: groups add up over steps), as _both_kinds
-    bounds them for one step; None when the reward is not in [0, 1]."""
-    if _unit_reward(ctx) is None:
-        return None
-    r = aligned(ctx, "reward_mean", feat.step[start : end + 1])
-    if r is None:
-        return None
-    z = np.asarray(feat.value[start : end + 1], dtype=float)
-    ok = np.isfinite(z) & np.isfinite(r)
-    if not ok.any():
-        return None
-    z_bar, r_bar = float(np.mean(z[ok])), float(np.mean(r[ok]))
-    return r_bar - (1.0 - z_bar), z_bar - r_bar
-
-
 def _early_rise(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any], closure: float = 0.0) -> Finding | None:
     """A rise of the zero-variance share judged against the level before the rise, not the early
     window: one that happened inside the early window (so that window's level is not the run's
@@ -920,11 +903,6 @@ def _polarised(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) ->
     way, moves = direction(ctx, grid, g_on, g_end, pre)
     kind = {"up": "all-correct", "high": "all-correct", "down": "all-wrong", "low": "all-wrong"}.get(way, "all-correct or all-wrong")
     peak = float(np.nanmax(level[episode.start : episode.end + 1]))
-    phrase = f"mostly {kind}"
-    split_kinds = _pooled_kinds(ctx, feat, episode.start, episode.end)
-    if split_kinds is not None and min(split_kinds) >= 0.1:
-        # the reward proves both kinds, whatever its trend
-        kind, phrase = "all-correct or all-wrong", "all-correct on some prompts and all-wrong on others"
     evidence: dict[str, Any] = {
         "variant": kind.replace("-", "_").replace(" ", "_"),
         "zero_variance_group_frac_peak": peak,
@@ -962,7 +940,7 @@ def _polarised(ctx: DetectorContext, feat: MetricFeatures, p: dict[str, Any]) ->
     return make_finding(
         ctx, "DEGENERATE_GROUPS", Episode(episode.start, episode.end, severity, episode.onset), feat,
         confidence(strength, 0.4, episode.end - episode.start + 1, sustain),
-        f"{peak:.0%} of GRPO groups have zero reward variance (early level {feat.b_median:.0%}), {phrase}: "
+        f"{peak:.0%} of GRPO groups have zero reward variance (early level {feat.b_median:.0%}), mostly {kind}: "
         f"those groups give no gradient{left}.{note}",
         evidence,
         [
