@@ -166,6 +166,30 @@ def test_a_loss_that_diverges_by_orders_of_magnitude_is_a_gradient_pathology() -
     assert f.severity == "critical" and f.first_step == 61 and "loss diverged" in f.explanation
 
 
+def test_a_loss_that_climbs_out_of_its_range_over_a_few_steps_is_dated_where_it_left() -> None:
+    """|loss| ~0.02, then 1.2 at step 61 (fifty times its typical size, twenty times the largest
+    before) and ten times more each step after: the divergence began at 61, not at 62 where it
+    first crossed the full bar of a hundred times its typical size."""
+    n = 100
+    loss = rng(11).normal(0, 0.02, n)
+    loss[60:] = -1.2 * 10 ** np.linspace(0, 6, 40)
+    f = findings(table(n, loss=loss))["GRAD_PATHOLOGY"]
+    assert f.severity == "critical" and f.first_step == 61 and "diverged from step 61" in f.explanation
+
+
+def test_grad_norm_that_ramps_up_a_hundredfold_inside_the_early_window_is_growth() -> None:
+    """1,250 steps: grad norm ~0.07 until step 140, then a 30-step ramp to ~10 that holds. The
+    early window (a fifth of the run) holds the ramp, so its median is neither the level before
+    nor the level after; the growth is read from the series' own levels and dated at the ramp."""
+    n = 1250
+    r = rng(51)
+    step = np.arange(1, n + 1)
+    level = 0.07 * np.exp(np.log(140.0) * np.clip((step - 140) / 30, 0, 1))
+    grad = level * np.exp(r.normal(0, 0.25, n))
+    f = findings(table(n, grad_norm=grad, reward_mean=0.6 + r.normal(0, 0.05, n)))["GRAD_PATHOLOGY"]
+    assert f.severity == "critical" and 135 <= f.first_step <= 150 and "grad norm" in f.explanation
+
+
 def test_kl_rising_from_zero_in_the_first_steps_is_normal() -> None:
     # KL starts at ~0 (the policy is the reference) and climbs as the policy first moves, then settles
     n = 180
@@ -591,6 +615,21 @@ def test_a_format_learned_early_while_correctness_rises_is_not_format_gaming() -
     answer = 0.2 + 0.3 * steps_idx / n + rng(34).normal(0, 0.04, n)
     t = table(n, step_every=5, reward_mean=fmt + answer, **{"reward_component.format_reward": fmt, "reward_component.answer_reward": answer})
     assert "FORMAT_GAMING" not in loud(findings(t))
+
+
+def test_correctness_that_rose_with_the_format_and_fell_much_later_is_not_said_to_have_fallen() -> None:
+    """The format reward climbs 0.72 -> 0.96 over the first 40 of 250 steps while accuracy edges
+    up 0.38 -> 0.42; at step 90 accuracy drops to 0.2 (the format long at its ceiling). Gaming
+    trades correctness for format as the format rises: the later fall has another cause, and
+    "accuracy fell" would not be true of the climb."""
+    n = 250
+    i = np.arange(n)
+    r = rng(52)
+    fmt = np.clip(0.72 + 0.24 / (1 + np.exp(-(i - 20) / 4)) + r.normal(0, 0.015, n), 0, 1)
+    acc = np.where(i < 90, 0.38 + 0.04 * np.minimum(i, 40) / 40, 0.2) + r.normal(0, 0.02, n)
+    t = table(n, reward_mean=0.5 * (fmt + acc), **{"reward_component.tags": 0.5 * fmt, "reward_component.accuracy": 0.5 * acc})
+    f = findings(t).get("FORMAT_GAMING")
+    assert f is None or (f.severity != "critical" and "fell" not in f.explanation)
 
 
 def test_degenerate_groups_that_the_reward_says_are_solved_prompts_are_saturation() -> None:

@@ -718,15 +718,22 @@ def _spike_burst_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any]
 
 
 def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None:
+    """Grad-norm growth: measured against the early window's level, or, when it happened inside
+    that window (the yardstick then holds part of the growth, and its median may reach the new
+    level), read from the series' own log levels."""
     feat = ctx.features("grad_norm")
     if not usable(feat, 20) or not np.isfinite(feat.b_median) or feat.b_median <= 0:
         return None
+    w = max(5, min(21, len(feat) // 10))
+    return _growth_after_early_window(feat, p, w) or _growth_in_early_window(feat, p, w)
+
+
+def _growth_after_early_window(feat: MetricFeatures, p: dict[str, Any], w: int) -> dict[str, Any] | None:
     n = len(feat)
     # The level of the grad norm is a trailing median over a tenth of the run (5 to 21 points):
     # in group-relative RL a step's grad norm depends on how many of its groups carry signal, so
     # a short median flips between the sizes of informative and empty batches while nothing
     # grows; growth moves the whole distribution and the long median with it.
-    w = max(5, min(21, n // 10))
     level = trailing_median(np.asarray(feat.value, dtype=float), w)
     ratio = np.nan_to_num(level / feat.b_median, nan=1.0)
     sustain = sustain_points(n, p["growth_sustain_frac"], floor=4)
@@ -740,7 +747,7 @@ def _growth_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | No
         not_before=baseline_end(n),
     )
     if episode is None:
-        return _growth_in_early_window(feat, p, w)
+        return None
     # growth that has not recovered: a burst of a few steps (after a bad batch) settles back
     if float(np.median(ratio[episode.start :])) < p["growth_ratio_warn"] / 2:
         return None
@@ -875,18 +882,37 @@ def _loss_part(ctx: DetectorContext, p: dict[str, Any]) -> dict[str, Any] | None
                 ratio = peak / typical
                 ongoing = still_holds(high, end, sustain)
                 severity: Severity = "critical" if ratio >= p["loss_ratio_critical"] or ongoing else "warn"
+                onset = _loss_departure(seen, at, j, p)
                 return {
                     "severity": severity,
                     "confidence": confidence(math.log10(ratio) / math.log10(p["loss_ratio_warn"]) - 1.0, 1.0, end - start + 1,
                                              sustain, floor=0.55),
-                    "first_step": feat.step_at(start),
+                    "first_step": feat.step_at(onset),
                     "last_step": int(feat.step_hi[end]),
-                    "text": (f"the loss diverged from step {feat.step_at(start)}: |loss| reached {peak:.3g}, {ratio:.3g}x its "
+                    "text": (f"the loss diverged from step {feat.step_at(onset)}: |loss| reached {peak:.3g}, {ratio:.3g}x its "
                              f"typical size before ({typical:.3g})"),
                     "evidence": {"loss_typical_before": typical, "loss_largest_before": top, "loss_peak": peak,
                                  "loss_peak_ratio": ratio},
                 }
     return None
+
+
+def _loss_departure(seen: np.ndarray, at: np.ndarray, j: int, p: dict[str, Any]) -> int:
+    """The first point of the unbroken climb leading into a loss divergence found at the j-th
+    finite point: each point before it that already stood half-way (in log) to the divergence
+    bar of its own past, sqrt(loss_ratio_warn) x its typical size and sqrt(10) x the largest it
+    got, and above loss_abs_min. A divergence that climbs over a few steps is dated where the
+    climb left the loss's range, not where it first crossed the full bar (smoothing, or a bar,
+    may confirm a change, never delay its date)."""
+    k = j
+    while k - 1 >= 5:
+        past = seen[: k - 1]
+        bar = max(math.sqrt(p["loss_ratio_warn"]) * max(float(np.median(past)), 1e-12),
+                  math.sqrt(10.0) * float(np.percentile(past, 95)), p["loss_abs_min"])
+        if seen[k - 1] < bar:
+            break
+        k -= 1
+    return int(at[k])
 
 
 @detects("GRAD_PATHOLOGY")
