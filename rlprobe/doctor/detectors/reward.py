@@ -1399,7 +1399,7 @@ def _early_format_rise(ctx: DetectorContext, grid: Grid, formats: list[Track], o
                 continue  # later rises are the main test's; this one is for the early window only
             before, lo = level_before(shifts, j, 4.0)
             # the level the climb reached: through the rising stages that follow it closely
-            reached, _ = level_reached(shifts, j, max(sustain, int(math.ceil(0.05 * n))))
+            reached, last = level_reached(shifts, j, max(sustain, int(math.ceil(0.05 * n))))
             span = top - before
             # the level before must be one the run held, not a blip of a few points; the run's first
             # points are where it started, so two of them that agree are already its opening level
@@ -1443,6 +1443,23 @@ def _early_format_rise(ctx: DetectorContext, grid: Grid, formats: list[Track], o
                 if change > p["correct_rise_max"] and o_during - o_before >= p["learn_share"] * (f_during - before):
                     learned = True
                     break
+                # nor while the format climbed and first held its new level (over at least five
+                # logged points: a sparse log's `sustain` bins may hold two). Gaming trades
+                # correctness for format as the format rises; correctness that rose with it, or
+                # held, and fell only later with the format long at its ceiling fell for another
+                # reason (a diverging loss, a collapse: their own findings), so the critical
+                # "fell" needs correctness down at the climb as well
+                at_climb = np.flatnonzero(np.isfinite(o.value[start : end + 1])) + start
+                reach = max(start, shifts[last].at) + sustain
+                k_climb = max(int((at_climb <= reach).sum()), min(5, len(at_climb)))
+                climb = o.value[at_climb[:k_climb]]
+                if k_climb >= held_before:
+                    o_climb = nanmedian(climb)
+                    change_climb = (o_climb - o_before) / (1.25 * max(o_noise, 1e-12) * math.sqrt(1.0 / k_before + 1.0 / k_climb))
+                    if change_climb > p["correct_rise_max"] and o_climb - o_before >= p["learn_share"] * (f_during - before):
+                        learned = True
+                        break
+                    change = max(change, change_climb)
                 evidence[f"reward_component.{o.name}_before"] = o_before
                 evidence[f"reward_component.{o.name}_during"] = o_during
                 worst_fall = min(worst_fall, change)
