@@ -190,6 +190,20 @@ def test_grad_norm_that_ramps_up_a_hundredfold_inside_the_early_window_is_growth
     assert f.severity == "critical" and 135 <= f.first_step <= 150 and "grad norm" in f.explanation
 
 
+def test_a_value_loss_that_starts_climbing_inside_the_early_window_is_dated_from_the_level_before() -> None:
+    """PPO, 1,000 steps: value loss ~0.25 to step 100, then up 16-fold by step 300. The early
+    window (the first 200 steps) holds half the climb, so its median is already ~0.5; the climb
+    is dated where the loss left the 0.25 it held before (twice that by step ~137), not where it
+    doubled the lifted median."""
+    n = 1000
+    r = rng(61)
+    step = np.arange(1, n + 1)
+    vl = 0.25 * np.exp(np.log(16.0) * np.clip((step - 100) / 200, 0, 1)) * np.exp(r.normal(0, 0.1, n))
+    t = table(n, value_loss=vl, value_explained_variance=0.15 + r.normal(0, 0.03, n), reward_mean=0.5 + r.normal(0, 0.05, n))
+    f = findings(t)["VALUE_DIVERGENCE"]
+    assert f.severity == "critical" and 120 <= f.first_step <= 150
+
+
 def test_kl_rising_from_zero_in_the_first_steps_is_normal() -> None:
     # KL starts at ~0 (the policy is the reference) and climbs as the policy first moves, then settles
     n = 180

@@ -442,6 +442,19 @@ def _value_loss_from_opening(ctx: DetectorContext, vl: MetricFeatures, p: dict[s
     ).model_copy(update={"ongoing": True})
 
 
+def _value_loss_early_level(vl: MetricFeatures) -> float:
+    """The level a rising value loss is dated from: the early window's median, or the lowest
+    level the loss held over five logged points in that window if lower. A rise that began
+    inside the early window lifts its median (a loss climbing from 0.25 from a tenth of the run
+    on has an early median of 1); the level it held before the climb is the one it left."""
+    v = np.asarray(vl.value, dtype=float)[: baseline_end(len(vl))]
+    v = v[np.isfinite(v)]
+    if len(v) < 5:
+        return float(vl.b_median)
+    lowest = float(np.nanmin(trailing_median(v, 5)[4:]))
+    return min(float(vl.b_median), lowest) if lowest > 0 else float(vl.b_median)
+
+
 @detects("VALUE_DIVERGENCE")
 def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
     """The PPO value head stops predicting returns: explained variance <= 0, value loss runs away.
@@ -498,8 +511,9 @@ def value_divergence(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
         r = np.asarray(ev.value, dtype=float)
         raw_bad |= (r <= p["ev_warn"]) & (np.fmax.accumulate(np.where(np.isfinite(r), r, -np.inf)) - r >= p["ev_drop"])
     if loss_ratio is not None:
-        raw_ratio = (np.asarray(vl.value, dtype=float) / vl.b_median if feat is vl
-                     else aligned(ctx, "value_loss", feat.step, "value") / vl.b_median)
+        early = _value_loss_early_level(vl)
+        raw_ratio = (np.asarray(vl.value, dtype=float) / early if feat is vl
+                     else aligned(ctx, "value_loss", feat.step, "value") / early)
         # a loss on its way up is dated from where it left its early level (half-way to
         # loss_ratio_warn in log, 2x by default) and kept rising into the episode
         raw_bad |= np.nan_to_num(raw_ratio, nan=1.0) >= math.sqrt(p["loss_ratio_warn"])
