@@ -117,7 +117,8 @@ def test_prefix_quantiles_are_numpys_quantiles_of_every_prefix(seed: int) -> Non
 
 # -- GRAD_PATHOLOGY's loss part, against the loop over every prefix it replaced ---------------
 def loss_part_reference(feat: Any, p: dict[str, Any]) -> dict[str, Any] | None:
-    """optimization._loss_part as it was: np.median and np.percentile of every prefix."""
+    """optimization._loss_part as it was: np.median and np.percentile of every prefix (and the
+    onset walked back over the points already half-way, in log, to their own past's bar)."""
     from rlprobe.doctor.episodes import confidence, held_stretch, still_holds, sustain_points
 
     mag = np.abs(np.asarray(feat.value, dtype=float))
@@ -125,6 +126,7 @@ def loss_part_reference(feat: Any, p: dict[str, Any]) -> dict[str, Any] | None:
     n = len(mag)
     sustain = max(2, min(5, sustain_points(n, 0.02, floor=2)))
     seen: list[float] = []
+    at: list[int] = []
     for i in range(n):
         if not ok[i]:
             continue
@@ -141,18 +143,28 @@ def loss_part_reference(feat: Any, p: dict[str, Any]) -> dict[str, Any] | None:
                     ratio = peak / typical
                     ongoing = still_holds(high, end, sustain)
                     severity = "critical" if ratio >= p["loss_ratio_critical"] or ongoing else "warn"
+                    k, onset = len(seen), i
+                    while k - 1 >= 5:
+                        past = seen[: k - 1]
+                        bar = max(math.sqrt(p["loss_ratio_warn"]) * max(float(np.median(past)), 1e-12),
+                                  math.sqrt(10.0) * float(np.percentile(past, 95)), p["loss_abs_min"])
+                        if seen[k - 1] < bar:
+                            break
+                        k -= 1
+                        onset = at[k]
                     return {
                         "severity": severity,
                         "confidence": confidence(math.log10(ratio) / math.log10(p["loss_ratio_warn"]) - 1.0, 1.0, end - start + 1,
                                                  sustain, floor=0.55),
-                        "first_step": feat.step_at(start),
+                        "first_step": feat.step_at(onset),
                         "last_step": int(feat.step_hi[end]),
-                        "text": (f"the loss diverged from step {feat.step_at(start)}: |loss| reached {peak:.3g}, {ratio:.3g}x its "
+                        "text": (f"the loss diverged from step {feat.step_at(onset)}: |loss| reached {peak:.3g}, {ratio:.3g}x its "
                                  f"typical size before ({typical:.3g})"),
                         "evidence": {"loss_typical_before": typical, "loss_largest_before": top, "loss_peak": peak,
                                      "loss_peak_ratio": ratio},
                     }
         seen.append(float(mag[i]))
+        at.append(i)
     return None
 
 
