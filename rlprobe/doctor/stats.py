@@ -142,21 +142,28 @@ def binary_segmentation(x: np.ndarray, penalty: float | None = None, min_size: i
     csum2 = np.concatenate([[0.0], np.cumsum(y * y)])
     segments = [(0, n)]
     changes: list[int] = []
+    # each segment's best split, found once: a round only splits one segment, so only its two
+    # halves are new (the same gains, compared in the same order, as searching every segment
+    # again each round)
+    best_split: dict[tuple[int, int], tuple[float, int]] = {}
     while segments and len(changes) < max_changes:
         best = None
         for a, b in segments:
             if b - a < 2 * min_size:
                 continue
-            whole = _segment_cost(csum, csum2, a, b)
-            ks = np.arange(a + min_size, b - min_size + 1)
-            left_n, right_n = ks - a, b - ks
-            left_s, right_s = csum[ks] - csum[a], csum[b] - csum[ks]
-            left = csum2[ks] - csum2[a] - left_s * left_s / left_n
-            right = csum2[b] - csum2[ks] - right_s * right_s / right_n
-            gains = whole - left - right
-            i = int(np.argmax(gains))  # the first of equal gains, as the loop it replaces
-            if best is None or gains[i] > best[0]:
-                best = (float(gains[i]), int(ks[i]), a, b)
+            if (a, b) not in best_split:
+                whole = _segment_cost(csum, csum2, a, b)
+                ks = np.arange(a + min_size, b - min_size + 1)
+                left_n, right_n = ks - a, b - ks
+                left_s, right_s = csum[ks] - csum[a], csum[b] - csum[ks]
+                left = csum2[ks] - csum2[a] - left_s * left_s / left_n
+                right = csum2[b] - csum2[ks] - right_s * right_s / right_n
+                gains = whole - left - right
+                i = int(np.argmax(gains))  # the first of equal gains, as the loop it replaces
+                best_split[(a, b)] = (gains[i], int(ks[i]))
+            gain, k_at = best_split[(a, b)]
+            if best is None or gain > best[0]:
+                best = (float(gain), k_at, a, b)
         if best is None or best[0] <= penalty:
             break
         _, k, a, b = best
