@@ -204,6 +204,22 @@ def test_a_value_loss_that_starts_climbing_inside_the_early_window_is_dated_from
     assert f.severity == "critical" and 120 <= f.first_step <= 150
 
 
+def test_a_reward_that_lost_half_its_height_for_a_sixth_of_the_run_and_came_back_is_a_warning() -> None:
+    """600 steps at ~1.3, then 0.56 from step 262 to 367, then back to 1.3: 57% of the height for
+    a sixth of the run, below drop_critical. Every update in that stretch trained on worse
+    rollouts; a dip of a few points or a shallow one stays quiet."""
+    n = 600
+    r = rng(71)
+    i = np.arange(n)
+    reward = np.where((i >= 261) & (i < 366), 0.56, 1.3) + r.normal(0, 0.03, n)
+    f = findings(table(n, reward_mean=reward))["REWARD_COLLAPSE"]
+    assert f.severity == "warn" and f.first_step == 262 and "come back since" in f.explanation
+    dip = np.where((i >= 261) & (i < 366), 1.0, 1.3) + r.normal(0, 0.03, n)  # a quarter of the height
+    assert "REWARD_COLLAPSE" not in findings(table(n, reward_mean=dip))
+    short = np.where((i >= 261) & (i < 281), 0.56, 1.3) + r.normal(0, 0.03, n)  # 20 steps
+    assert "REWARD_COLLAPSE" not in findings(table(n, reward_mean=short))
+
+
 def test_kl_rising_from_zero_in_the_first_steps_is_normal() -> None:
     # KL starts at ~0 (the policy is the reference) and climbs as the policy first moves, then settles
     n = 180

@@ -211,7 +211,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "warn when the reward's level falls min_drop_noise standard errors, losing drop_warn of its height above its "
         "floor (and, for a success rate, min_fall_range of its range), and stays down; critical at drop_critical",
         needs_all=("reward_mean",),
-        params=_p(drop_warn=0.25, drop_critical=0.6, min_drop_noise=4.0, min_fall_range=0.1, min_points=3, sustain_frac=0.03),
+        params=_p(drop_warn=0.25, drop_critical=0.6, min_drop_noise=4.0, min_fall_range=0.1, recovered_share=0.5,
+                  recovered_hold_frac=0.1, min_points=3, sustain_frac=0.03),
         noun="a reward collapse",
     ),
     Signature(

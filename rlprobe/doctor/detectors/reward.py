@@ -1084,9 +1084,14 @@ def reward_collapse(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None:
             # it came back (most of the way). A dip of a few points is noise or one hard batch; a
             # fall that took most of the reward and held for a twentieth of the run is a collapse
             # the run happened to climb out of: every update in it trained on broken rollouts.
+            # A shallower fall (recovered_share, half the height) counts when it held for
+            # recovered_hold_frac of the run: a hard batch or a harder stretch of prompts costs
+            # a few points, not a tenth of the updates.
             held = end - start + 1
-            if (came_back is None and (top - shift.after) / height >= p["drop_critical"]
-                    and held >= max(2 * sustain, 5) and end < n - sustain):
+            share = (top - shift.after) / height
+            long_enough = ((share >= p["drop_critical"] and held >= max(2 * sustain, 5))
+                           or (share >= p["recovered_share"] and held >= max(math.ceil(p["recovered_hold_frac"] * n), 2 * sustain, 5)))
+            if came_back is None and long_enough and end < n - sustain:
                 came_back = (start, end, top, shift.after, z, top_lo, height)
             continue
         # the fall counts to its bottom only where the words show one (a further fall beyond the
