@@ -161,10 +161,10 @@ def test_healthy_family_stays_quiet(family: str) -> None:
 
 
 def test_missing_inputs_are_skipped_with_a_reason() -> None:
-    d, _ = diagnose("healthy:steady", 300, 5, drop=("max_len_hit_frac", "truncation_rate", "eos_rate", "repetition_rate",
-                                                   "step_time_s", "generation_time_s"))
+    d, _ = diagnose("healthy:steady", 300, 5, drop=("max_len_hit_frac", "truncation_rate", "eos_rate", "completion_len_mean",
+                                                   "repetition_rate", "step_time_s", "generation_time_s"))
     skipped = {s.signature_id: s.reason for s in d.skipped}
-    assert "max_len_hit_frac" in skipped["TRUNCATION_STARVE"]
+    assert "max_len_hit_frac" in skipped["TRUNCATION_STARVE"] and "completion_len_mean" in skipped["TRUNCATION_STARVE"]
     assert "repetition_rate" in skipped["REPETITION_SPIRAL"] and "samples" in skipped["REPETITION_SPIRAL"]
     assert "step_time_s" in skipped["THROUGHPUT_ROT"]
 

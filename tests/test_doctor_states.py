@@ -220,6 +220,21 @@ def test_a_reward_that_lost_half_its_height_for_a_sixth_of_the_run_and_came_back
     assert "REWARD_COLLAPSE" not in findings(table(n, reward_mean=short))
 
 
+def test_a_mean_length_pinned_at_its_maximum_is_every_completion_at_the_cap() -> None:
+    """A console that logs only the mean length: ~950 tokens, then exactly 2048 from step 300 to
+    step 850, then ~990 again. A mean at the cap means every completion was cut there; the words
+    say it from the mean and claim no share before; a free-length mean never pins."""
+    n = 1000
+    r = rng(72)
+    i = np.arange(n)
+    length = np.where((i >= 299) & (i < 850), 2048.0, 950 + r.normal(0, 30, n))
+    f = findings(table(n, completion_len_mean=length, reward_mean=0.55 + r.normal(0, 0.05, n)))["TRUNCATION_STARVE"]
+    assert f.severity == "warn" and f.first_step == 300 and "exactly 2048 tokens" in f.explanation
+    assert "recovered" in f.explanation and "before" not in f.explanation.split(":")[0]
+    free = np.minimum(950 + 600 * (i / n) + r.normal(0, 30, n), 2048.0)
+    assert "TRUNCATION_STARVE" not in findings(table(n, completion_len_mean=free, reward_mean=0.55 + r.normal(0, 0.05, n)))
+
+
 def test_kl_rising_from_zero_in_the_first_steps_is_normal() -> None:
     # KL starts at ~0 (the policy is the reference) and climbs as the policy first moves, then settles
     n = 180

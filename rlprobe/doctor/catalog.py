@@ -106,7 +106,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "TRUNCATION_STARVE", "Completions keep hitting the length cap", "generation",
         "warn when frac_warn of completions hit the cap for a sustained stretch; critical at frac_critical, or when "
         "nearly all are cut from the first step with a reward that never moves; at most warn once the run recovered",
-        needs_any=("max_len_hit_frac", "truncation_rate", "eos_rate"),
+        needs_any=("max_len_hit_frac", "truncation_rate", "eos_rate", "completion_len_mean"),
         params=_p(frac_warn=0.1, frac_critical=0.25, dead_frac=0.9, sustain_frac=0.03),
         noun="completions hitting the length cap",
     ),

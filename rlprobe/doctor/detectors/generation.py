@@ -52,14 +52,46 @@ def _text_repetition(ctx: DetectorContext) -> dict[str, np.ndarray] | None:
 # TRUNCATION_STARVE
 # ---------------------------------------------------------------------------------------------
 def _truncation(ctx: DetectorContext) -> tuple[MetricFeatures, np.ndarray, str] | None:
-    """The truncated share per bin as logged: max_len_hit_frac, else truncation_rate, else 1 - eos_rate."""
+    """The truncated share per bin as logged: max_len_hit_frac, else truncation_rate, else 1 - eos_rate;
+    else, from completion_len_mean, 1 where the mean sits exactly at its own maximum (see
+    _pinned_at_cap) and 0 elsewhere."""
     for metric, invert in (("max_len_hit_frac", False), ("truncation_rate", False), ("eos_rate", True)):
         feat = ctx.features(metric)
         if feat is not None and len(feat) >= 3:
             value = np.asarray(feat.value, dtype=float)
             frac = 1.0 - value if invert else value
             return feat, np.clip(frac, 0.0, 1.0), metric
-    return None
+    return _pinned_at_cap(ctx)
+
+
+def _pinned_at_cap(ctx: DetectorContext) -> tuple[MetricFeatures, np.ndarray, str] | None:
+    """Every completion at the cap, read from the mean length alone (logs without a truncation share).
+
+    A batch's mean length can equal the cap only when every completion in it was cut there, and
+    a mean that sits at exactly the same value on many points, that value its own maximum, is
+    that: completions of free length never average to the same number twice in a row, let alone
+    at their longest. Points at that value count as all truncated (share 1), the others as
+    unknown but not all (share 0), so the words claim the cap only where the mean shows it; the
+    usual sustained-stretch test then applies. Only a mean whose early level was well below that
+    value (80% of it) is read so: near the cap from the start, the share is unknown throughout."""
+    feat = ctx.features("completion_len_mean")
+    if feat is None or len(feat) < 3:
+        return None
+    value = np.asarray(feat.value, dtype=float)
+    ok = np.isfinite(value)
+    if not ok.any():
+        return None
+    top = float(np.max(value[ok]))
+    pinned = ok & (np.abs(value - top) <= 1e-9 * max(abs(top), 1.0))
+    if top <= 0 or int(pinned.sum()) < 3:
+        return None
+    # only a mean that came from well below the cap: one that sits near it from the start (a
+    # small batch whose mean is the cap on some steps and a few tokens under it on the rest)
+    # truncates a share no mean can tell on every step, pinned or not
+    early = _early(value)
+    if not len(early) or float(np.median(early)) > 0.8 * top:
+        return None
+    return feat, np.where(ok, pinned.astype(float), np.nan), "completion_len_mean"
 
 
 @detects("TRUNCATION_STARVE")
@@ -120,6 +152,10 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
     before = frac[max(0, onset - 2 * sustain) : onset]
     before = before[np.isfinite(before)]
     now = float(np.nanmedian(frac[max(0, n - sustain) :]))
+    # from the mean length alone the share is known only where it is all (see _pinned_at_cap)
+    from_mean = metric == "completion_len_mean"
+    if from_mean:
+        before = before[:0]
     evidence: dict[str, Any] = {
         "metric": metric,
         **({"truncated_share_before": float(np.median(before))} if len(before) else {}),
@@ -127,6 +163,8 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
         "truncated_share_peak": peak,
         "truncated_share_now": now,
     }
+    if from_mean:
+        del evidence["truncated_share_now"]  # below the cap the share is unknown, not 0
     from_start = onset <= 1
     dead = from_start and ongoing and held >= p["dead_frac"] and float(np.nanmin(frac[seg])) >= p["frac_critical"]
     # what the reward did: the level before the episode and during it, against its own noise
@@ -163,6 +201,15 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
         severity = "critical"
         what = (f"Every completion hits the length cap from the first logged step ({held:.0%} of them, step {first_step} "
                 f"to {last_step}): no rollout ends, so there is nothing to learn from and the run is starved from the start.")
+    elif from_mean:
+        cap = float(np.nanmax(np.asarray(feat.value, dtype=float)))
+        evidence["completion_len_mean_at_cap"] = cap
+        what = (f"The mean completion length sat at exactly {cap:.6g} tokens, its longest, from step {cross_step}: a batch "
+                "whose mean is the cap had every completion cut there, without an answer or EOS, and their rollout "
+                "compute is wasted.")
+        if from_start:
+            severity = "warn"
+            what += " It was so from the first steps: the cap is too short for the initial policy."
     else:
         what = f"{held:.0%} of completions hit the length cap from step {cross_step}"
         if onset < start:
@@ -181,7 +228,9 @@ def truncation_starve(ctx: DetectorContext, p: dict[str, Any]) -> Finding | None
         # a warning after the fact; a milder one the run got out of by itself is a note
         evidence["severity_while_it_held"] = severity
         severity = "warn" if severity == "critical" else "info"
-        what += f" It lasted to step {last_step}; the share has since fallen to {now:.0%}: the run recovered."
+        what += (f" It lasted to step {last_step}; the mean has since fallen below it (now "
+                 f"{float(np.asarray(feat.value, dtype=float)[np.isfinite(feat.value)][-1]):.4g}): the run recovered." if from_mean else
+                 f" It lasted to step {last_step}; the share has since fallen to {now:.0%}: the run recovered.")
     len_max = ctx.features("completion_len_max")
     if len_max is not None and len(len_max):
         cap = float(np.nanmax(len_max.vmax))
